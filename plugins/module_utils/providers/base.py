@@ -1,0 +1,298 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The provider contract: what every cloud adapter implements and returns.
+
+Adapters are short files of primitives (plan / prepare / create / observe /
+delete / cleanup). They never loop or sleep beyond one call's pagination and
+classify every failure as a ProviderError; the launch and teardown machines do
+all waiting, retrying, blocking and compensation.
+
+Everything here is plain data that round-trips through JSON, because offers,
+locations and prepared state travel inside journalled machine states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, List, Optional
+
+# The tag/label every resource of a VM carries; observe, crash adoption and the
+# orphan sweep find resources by it.
+VM_NAME_TAG = "gpuprov-vm-name"
+
+# DNS label: lowercase letters, digits and '-', 1..63, not starting/ending with '-'.
+_VM_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def validate_vm_name(name: Any) -> str:
+    """Return ``name`` if it is a DNS label, else raise InvalidRequest naming the field."""
+    if not isinstance(name, str) or not _VM_NAME_RE.match(name):
+        raise ProviderError(
+            ErrorKind.INVALID_REQUEST,
+            "name: expected a DNS label (1-63 characters of a-z, 0-9 and '-', "
+            "starting and ending with a letter or digit), got %r" % (name,),
+        )
+    return name
+
+
+class ErrorKind:
+    """The seven kinds of provider failure; each drives one core action."""
+
+    TRANSIENT = "Transient"          # retry the same step with backoff
+    CAPACITY = "Capacity"            # compensate, block the offer, next offer
+    QUOTA = "Quota"                  # compensate, block the whole region, next offer
+    UNAVAILABLE = "Unavailable"      # block the offer, next offer, nothing to compensate
+    FAILED = "Failed"                # compensate, block the offer, next offer
+    INVALID_REQUEST = "InvalidRequest"  # compensate if needed, abort
+    CREDENTIALS = "Credentials"      # compensate if needed, abort
+
+    ALL = (TRANSIENT, CAPACITY, QUOTA, UNAVAILABLE, FAILED, INVALID_REQUEST, CREDENTIALS)
+    FATAL = (INVALID_REQUEST, CREDENTIALS)
+
+
+class BlockScope:
+    """How much of the search an error rules out."""
+
+    OFFER = "offer"                  # this offer only
+    INSTANCE_TYPE = "instance_type"  # this instance type in this region (all zones)
+    REGION = "region"                # every offer of this cloud in this region
+    CLOUD = "cloud"                  # every offer of this cloud
+
+    ALL = (OFFER, INSTANCE_TYPE, REGION, CLOUD)
+
+
+DEFAULT_BLOCK_SCOPE = {
+    ErrorKind.CAPACITY: BlockScope.OFFER,
+    ErrorKind.QUOTA: BlockScope.REGION,
+    ErrorKind.UNAVAILABLE: BlockScope.OFFER,
+    ErrorKind.FAILED: BlockScope.OFFER,
+}
+
+
+class ProviderError(Exception):
+    """A classified adapter failure. ``block`` overrides the kind's default scope."""
+
+    def __init__(self, kind: str, msg: str, block: Optional[str] = None):
+        if kind not in ErrorKind.ALL:
+            raise ValueError("unknown error kind %r" % (kind,))
+        if block is not None and block not in BlockScope.ALL:
+            raise ValueError("unknown block scope %r" % (block,))
+        super().__init__("%s: %s" % (kind, msg))
+        self.kind = kind
+        self.msg = msg
+        self.block = block
+
+    @property
+    def block_scope(self) -> Optional[str]:
+        return self.block or DEFAULT_BLOCK_SCOPE.get(self.kind)
+
+    @property
+    def fatal(self) -> bool:
+        return self.kind in ErrorKind.FATAL
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "msg": self.msg, "block": self.block_scope}
+
+
+class Status:
+    """Normalised instance status."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    TERMINATING = "Terminating"
+    FAILED = "Failed"
+
+    ALL = (PENDING, RUNNING, STOPPING, STOPPED, TERMINATING, FAILED)
+
+
+class _Record:
+    """JSON round-trip for the dataclasses below."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class Location(_Record):
+    cloud: str
+    region: str
+    zone: Optional[str] = None
+
+    def __str__(self) -> str:
+        return "/".join(p for p in (self.cloud, self.region, self.zone) if p)
+
+
+@dataclasses.dataclass(frozen=True)
+class SshEndpoint(_Record):
+    host: str
+    port: int = 22
+    user: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed(_Record):
+    instance_id: str
+    status: str
+    reason: Optional[str] = None      # set with Status.FAILED (and useful otherwise)
+    endpoint: Optional[SshEndpoint] = None
+    location: Optional[Location] = None
+
+    @property
+    def usable(self) -> bool:
+        """Booted from the core's point of view: Running with an SSH endpoint."""
+        return self.status == Status.RUNNING and self.endpoint is not None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Observed":
+        endpoint = data.get("endpoint")
+        location = data.get("location")
+        return cls(
+            instance_id=data["instance_id"], status=data["status"], reason=data.get("reason"),
+            endpoint=SshEndpoint.from_dict(endpoint) if endpoint else None,
+            location=Location.from_dict(location) if location else None,
+        )
+
+
+@dataclasses.dataclass
+class Offer(_Record):
+    """One way to satisfy a request; ``detail`` is adapter-private and persisted."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    zone: Optional[str] = None
+    gpu: Optional[str] = None
+    gpu_count: int = 0
+    price_per_hour: Optional[float] = None
+    spot: bool = False
+    available: bool = True
+    unavailable_reason: Optional[str] = None
+    detail: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def location(self) -> Location:
+        return Location(self.cloud, self.region, self.zone)
+
+    @property
+    def offer_id(self) -> str:
+        return "%s:%s:%s%s" % (self.cloud, self.region, self.instance_type,
+                              (":" + self.zone) if self.zone else "")
+
+
+@dataclasses.dataclass
+class ResourceRequest(_Record):
+    vm_name: str
+    gpu: Optional[str] = None     # canonical GPU name, None = no GPU needed
+    gpu_count: int = 1
+    regions: List[str] = dataclasses.field(default_factory=list)  # empty = adapter default
+    spot: bool = False
+
+
+@dataclasses.dataclass
+class BootScript(_Record):
+    """A shell script plus environment, rendered natively by each adapter."""
+
+    script: str
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_shell(self) -> str:
+        """The script with its environment exported first (for startup-script clouds)."""
+        lines = [self.script.split("\n", 1)[0]] if self.script.startswith("#!") else ["#!/bin/sh"]
+        body = self.script.split("\n", 1)[1] if self.script.startswith("#!") else self.script
+        for key in sorted(self.env):
+            lines.append("export %s=%s" % (key, _shell_quote(self.env[key])))
+        lines.append(body)
+        return "\n".join(lines)
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+@dataclasses.dataclass
+class InstanceSpec(_Record):
+    vm_name: str
+    ssh_public_key: str
+    ssh_user: Optional[str] = None          # None = the image's default user
+    boot_script: Optional[BootScript] = None
+    open_ports: List[int] = dataclasses.field(default_factory=lambda: [22])
+    allowed_cidrs: List[str] = dataclasses.field(default_factory=list)  # empty = controller address
+    spot: bool = False
+
+    @property
+    def labels(self) -> Dict[str, str]:
+        return {VM_NAME_TAG: self.vm_name}
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "InstanceSpec":
+        data = dict(data)
+        if data.get("boot_script"):
+            data["boot_script"] = BootScript.from_dict(data["boot_script"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class K3sAccess:
+    DIRECT = "Direct"          # the cloud opens 6443 to the controller
+    SSH_TUNNEL = "SshTunnel"   # the API is reached through an SSH forward
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities(_Record):
+    kubernetes: bool = True
+    boot_script: bool = False
+    spot: bool = False
+    k3s_access: Optional[str] = K3sAccess.SSH_TUNNEL
+    boot_timeout_s: float = 900.0
+    poll_interval_s: float = 10.0
+    unsupported: tuple = ()
+
+
+class Provider:
+    """Base of every adapter. Subclasses set ``name`` and implement the primitives."""
+
+    name = "abstract"
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None):
+        self.options = dict(options or {})
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        raise NotImplementedError
+
+    def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        raise NotImplementedError
+
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        raise NotImplementedError
+
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        raise NotImplementedError
+
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        raise NotImplementedError
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """Read-only vendor view of the VM; the default derives it from observe."""
+        found = self.observe(location, vm_name)
+        return {"instances": [o.to_dict() for o in found], "findings": []}

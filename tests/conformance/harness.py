@@ -1,0 +1,47 @@
+"""What the shared conformance suite needs from each adapter's fake.
+
+Each cloud adds one file ``tests/conformance/harnesses/<cloud>.py`` that defines
+``make_harness(tmp_path_factory) -> Harness`` (a subclass of Harness below, or
+``None`` plus a pytest.skip with the reason when the fake cannot run here, e.g. no
+Docker engine). ``conftest.py`` discovers those files and parametrises the suite.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Set
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    InstanceSpec, Location, Provider, ResourceRequest,
+)
+
+
+class Harness:
+    """An adapter wired to its fake, plus the levers the suite pulls."""
+
+    cloud: str = ""
+    provider: Provider
+    request: ResourceRequest
+    spec: InstanceSpec
+
+    def error_kinds(self) -> Iterable[str]:
+        """The ErrorKinds this fake can make the adapter raise (via inject_error)."""
+        return ()
+
+    def inject_error(self, primitive: str, kind: str) -> None:
+        """Make the next call of ``primitive`` fail so that the adapter raises ``kind``."""
+        raise NotImplementedError
+
+    def settle(self, location: Location, instance_id: str) -> None:
+        """Bring a created instance to Running with an endpoint (fakes that need a push)."""
+
+    def resources(self) -> Set[str]:
+        """Every billable or side resource the fake holds (instances, security groups,
+        firewall rules, keys...), as opaque strings, for leak checks."""
+        raise NotImplementedError
+
+    def instance_ids(self) -> List[str]:
+        """Ids of live (non-terminated) instances in the fake."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop servers and processes the harness started."""

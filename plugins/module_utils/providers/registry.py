@@ -18,6 +18,9 @@ _PREFIX = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
 # cloud name -> (module under providers/, class name)
 ADAPTERS = {
     "local": ("local", "LocalProvider"),
+    "docker": ("docker", "DockerProvider"),
+    "aws": ("aws", "AwsProvider"),
+    "gcp": ("gcp", "GcpProvider"),
 }
 
 DEFAULT_CLOUD = "local"

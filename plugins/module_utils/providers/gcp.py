@@ -1,0 +1,447 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GCP Compute Engine adapter (google-cloud-compute, REST transport).
+
+Options (``self.options``):
+
+``project`` (required)
+    The GCP project id.
+``credentials_file``
+    A service-account JSON key. Without it Application Default Credentials are
+    used; when ``api_endpoint`` is set and no key is given, anonymous credentials
+    (for fakes and emulators).
+``api_endpoint``
+    Base URL of the Compute API (default https://compute.googleapis.com); an
+    ``http://127.0.0.1:port`` URL points the SDK at a fake.
+``regions`` / ``zones``
+    Where to search when the request names no regions. Default regions:
+    gcp_catalog.DEFAULT_REGIONS; ``zones`` restricts the search to those zones.
+``image_project`` / ``image_family``
+    Boot image family. Default for GPU offers: Ubuntu 22.04 with the NVIDIA
+    driver preinstalled (ubuntu-os-accelerator-images /
+    ubuntu-accelerator-2204-amd64-with-nvidia-550); for CPU offers:
+    ubuntu-os-cloud / ubuntu-2204-lts. Both run cloud-init.
+``allowed_cidrs``
+    Source ranges of the per-VM firewall rule when the spec names none. Never
+    defaults to 0.0.0.0/0: with no CIDR at all, prepare raises InvalidRequest.
+``k3s_direct`` (default true)
+    Open 6443/80/443 (to the allowed CIDRs only) and report k3s access Direct;
+    false keeps only SSH open and reports SshTunnel.
+``ssh_user`` (default ``gpuprov``)
+    The login user; the key goes into the ``ssh-keys`` metadata as ``user:key``.
+``network`` (default ``default``), ``disk_size_gb`` (default 100)
+``boot_script_via`` (default ``cloud-init``)
+    ``cloud-init``: the boot script becomes the ``user-data`` metadata (cloud-init
+    runs a ``#!`` user-data once per instance); ``startup-script``: the
+    ``startup-script`` metadata (run by the guest agent on every boot, for images
+    without cloud-init; the k3s installer is idempotent).
+``operation_timeout_s`` (default 120)
+    Bound of the single zoneOperations.wait call made by create.
+``request_timeout_s`` (default 60)
+    Timeout of every other API request.
+
+With ``gpu`` unset the adapter plans ``e2-standard-2`` (2 vCPU, 8 GB) in the
+default zones. Each Offer is one zone; ``detail`` carries the machine type, the
+accelerator type and whether the GPUs are attached (N1) or built in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog as catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp_errors import (
+    classify_exception, classify_operation,
+)
+
+try:
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+    from google.oauth2 import service_account
+    HAS_GCP = True
+    GCP_IMPORT_ERROR = None
+except ImportError as _exc:  # ansible-test sanity imports module_utils without SDKs
+    HAS_GCP = False
+    GCP_IMPORT_ERROR = _exc
+
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+K3S_DIRECT_PORTS = (6443, 80, 443)
+
+STATUS_MAP = {
+    "PROVISIONING": Status.PENDING, "STAGING": Status.PENDING, "REPAIRING": Status.PENDING,
+    "RUNNING": Status.RUNNING,
+    "STOPPING": Status.STOPPING, "SUSPENDING": Status.STOPPING,
+    "TERMINATED": Status.STOPPED, "SUSPENDED": Status.STOPPED,
+}
+
+_CLIENTS = {
+    "instances": "InstancesClient", "firewalls": "FirewallsClient", "images": "ImagesClient",
+    "zone_operations": "ZoneOperationsClient", "global_operations": "GlobalOperationsClient",
+    "machine_types": "MachineTypesClient", "accelerator_types": "AcceleratorTypesClient",
+}
+
+
+def _truthy(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _http_status(exc: BaseException) -> Optional[int]:
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, int) and "GoogleAPICallError" in {
+        c.__name__ for c in type(exc).__mro__} else None
+
+
+def _metadata_user(instance) -> Optional[str]:
+    """The user of the first ``ssh-keys`` metadata entry (``user:key``), as create wrote it."""
+    for item in instance.metadata.items:
+        if item.key == "ssh-keys" and ":" in item.value:
+            return item.value.split(":", 1)[0].strip() or None
+    return None
+
+
+class GcpProvider(Provider):
+    name = "gcp"
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None):
+        super().__init__(options)
+        if not HAS_GCP:
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "clouds: the gcp adapter requires google-cloud-compute; pip install -r "
+                                "requirements.txt (%s)" % (GCP_IMPORT_ERROR,))
+        project = self.options.get("project")
+        if not isinstance(project, str) or not project.strip():
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "project: the gcp cloud needs the GCP project id (option 'project')")
+        self.project = project.strip()
+        self.k3s_direct = _truthy(self.options.get("k3s_direct"), True)
+        self.network = self.options.get("network") or "default"
+        self.op_timeout = float(self.options.get("operation_timeout_s") or 120)
+        self.timeout = float(self.options.get("request_timeout_s") or 60)
+        via = self.options.get("boot_script_via") or "cloud-init"
+        if via not in ("cloud-init", "startup-script"):
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "boot_script_via: expected cloud-init or startup-script, got %r" % (via,))
+        self.boot_via = via
+        self._credentials = None
+        self._clients: Dict[str, Any] = {}
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _creds(self):
+        if self._credentials is None:
+            path = self.options.get("credentials_file")
+            try:
+                if path:
+                    self._credentials = service_account.Credentials.from_service_account_file(
+                        path, scopes=SCOPES)
+                elif self.options.get("api_endpoint"):
+                    self._credentials = AnonymousCredentials()
+                else:
+                    self._credentials, _ = google.auth.default(scopes=SCOPES)
+            except (OSError, ValueError) as exc:
+                raise ProviderError(ErrorKind.CREDENTIALS, "credentials_file: cannot load %r: %s" % (path, exc))
+            except Exception as exc:  # DefaultCredentialsError and friends
+                raise ProviderError(ErrorKind.CREDENTIALS,
+                                    "gcp: no credentials (set credentials_file or Application Default "
+                                    "Credentials): %s" % (exc,))
+        return self._credentials
+
+    def _client(self, kind: str):
+        if kind not in self._clients:
+            endpoint = self.options.get("api_endpoint")
+            client_options = {"api_endpoint": endpoint} if endpoint else None
+            cls = getattr(compute_v1, _CLIENTS[kind])
+            self._clients[kind] = cls(credentials=self._creds(), client_options=client_options,
+                                      transport="rest")
+        return self._clients[kind]
+
+    def _call(self, where: str, fn, *args, **kwargs):
+        """One API call (or one pager's pages, when ``fn`` returns a pager) -> result,
+        every failure classified. 404s raise too; callers that accept one catch it first."""
+        try:
+            result = fn(*args, **kwargs)
+            if hasattr(result, "pages"):
+                result = list(result)
+            return result
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise classify_exception(exc, "gcp %s" % where) from exc
+
+    def _call_or_none(self, where: str, fn, *args, **kwargs):
+        """Like _call, but a 404 returns None (get-if-exists, idempotent delete)."""
+        try:
+            return self._call(where, fn, *args, **kwargs)
+        except ProviderError as err:
+            if _http_status(err.__cause__) == 404:
+                return None
+            raise
+
+    def _finish(self, op, where: str, zone: Optional[str] = None):
+        """Bounded wait for an Operation: one zoneOperations/globalOperations.wait call
+        (the server holds it until DONE or about two minutes), then classify its errors."""
+        done = compute_v1.Operation.Status.DONE
+        if op.status != done:
+            if zone:
+                op = self._call(where + " wait", self._client("zone_operations").wait, project=self.project,
+                                zone=zone, operation=op.name, timeout=self.op_timeout)
+            else:
+                op = self._call(where + " wait", self._client("global_operations").wait,
+                                project=self.project, operation=op.name, timeout=self.op_timeout)
+        if op.status != done:
+            # The core retries; create observes first and adopts the instance if it appears.
+            raise ProviderError(ErrorKind.TRANSIENT, "gcp %s: operation %s still %s after the wait"
+                                % (where, op.name, op.status))
+        error = classify_operation(op, "gcp %s" % where)
+        if error:
+            raise error
+        return op
+
+    # -- contract -------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(kubernetes=True, boot_script=True, spot=True,
+                            k3s_access=K3sAccess.DIRECT if self.k3s_direct else K3sAccess.SSH_TUNNEL,
+                            boot_timeout_s=900.0, poll_interval_s=10.0)
+
+    def _string_list(self, field: str, value: Any) -> List[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",")]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: expected a list of names, got %r" % (field, value))
+        return [v for v in value if v]
+
+    def _zone_filter(self, request: ResourceRequest):
+        """(ordered regions or None, ordered zones or None) limiting the search."""
+        zones = self._string_list("zones", self.options.get("zones"))
+        regions = self._string_list("regions", request.regions) or \
+            self._string_list("regions", self.options.get("regions"))
+        if not regions and not zones:
+            regions = list(catalog.DEFAULT_REGIONS)
+        return regions or None, zones or None
+
+    def _zones_listing(self, kind: str, names) -> Dict[str, set]:
+        """name -> zones listing it, from one aggregatedList (all pages) filtered by name."""
+        pattern = "|".join(sorted(names))
+        if kind == "machine_types":
+            request = compute_v1.AggregatedListMachineTypesRequest(
+                project=self.project, filter='name eq "%s"' % pattern)
+            attr = "machine_types"
+        else:
+            request = compute_v1.AggregatedListAcceleratorTypesRequest(
+                project=self.project, filter='name eq "%s"' % pattern)
+            attr = "accelerator_types"
+        pairs = self._call(kind + ".aggregatedList", self._client(kind).aggregated_list,
+                           request=request, timeout=self.timeout)
+        found: Dict[str, set] = {}
+        for scope, scoped in pairs:
+            zone = scope.split("/", 1)[1] if scope.startswith("zones/") else scope
+            for item in getattr(scoped, attr):
+                if item.name in names and item.deprecated.state not in ("DELETED", "OBSOLETE"):
+                    found.setdefault(item.name, set()).add(zone)
+        return found
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        gpu = canonical_gpu(request.gpu)
+        spot = bool(request.spot)
+        rungs = catalog.select_rungs(gpu, request.gpu_count if gpu else 0, spot)
+        regions, zones = self._zone_filter(request)
+        by_type = self._zones_listing("machine_types", {r.machine_type for r in rungs})
+        attached = {r.accelerator for r in rungs if r.attached}
+        by_accel = self._zones_listing("accelerator_types", attached) if attached else {}
+        offers = []
+        for rung in rungs:
+            where = set(by_type.get(rung.machine_type, ()))
+            if rung.attached:
+                where &= by_accel.get(rung.accelerator, set())
+            if zones:
+                where &= set(zones)
+            if regions:
+                ordered = [z for region in regions for z in sorted(where) if catalog.region_of(z) == region]
+            else:
+                ordered = [z for z in zones if z in where]
+            for zone in ordered:
+                offers.append(Offer(
+                    cloud=self.name, region=catalog.region_of(zone), zone=zone,
+                    instance_type=rung.machine_type, gpu=rung.gpu, gpu_count=rung.count,
+                    price_per_hour=None if spot else rung.price, spot=spot,
+                    detail={"machine_type": rung.machine_type, "accelerator": rung.accelerator,
+                            "accelerator_count": rung.count, "attached": rung.attached,
+                            "disk_type": rung.disk, "nic_type": rung.nic}))
+        return offers
+
+    def _cidrs(self, spec: InstanceSpec) -> List[str]:
+        raw = list(spec.allowed_cidrs or []) or self._string_list("allowed_cidrs", self.options.get("allowed_cidrs"))
+        if not raw:
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "allowed_cidrs: name the addresses allowed to reach the VM (e.g. the "
+                                "controller's public /32); gcp never opens 0.0.0.0/0 by default")
+        out = []
+        for cidr in raw:
+            try:
+                out.append(str(ipaddress.ip_network(str(cidr).strip(), strict=False)))
+            except ValueError:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,))
+        return sorted(set(out))
+
+    def _ssh_user(self, spec: InstanceSpec) -> str:
+        return spec.ssh_user or self.options.get("ssh_user") or "gpuprov"
+
+    def _image(self, offer: Offer) -> Dict[str, str]:
+        default = catalog.GPU_IMAGE if offer.gpu else catalog.CPU_IMAGE
+        project = self.options.get("image_project") or default[0]
+        family = self.options.get("image_family") or default[1]
+        image = self._call_or_none("images.getFromFamily", self._client("images").get_from_family,
+                                   project=project, family=family, timeout=self.timeout)
+        if image is None:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "image_family: no image family %r in project %r"
+                                % (family, project))
+        return {"image": image.self_link, "image_project": project, "image_family": family}
+
+    def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
+        vm = validate_vm_name(spec.vm_name)
+        cidrs = self._cidrs(spec)
+        ports = set(int(p) for p in (spec.open_ports or [])) | {22}
+        if self.k3s_direct:
+            ports |= set(K3S_DIRECT_PORTS)
+        ports = sorted(ports)
+        rule = catalog.firewall_name(vm)
+        desired = compute_v1.Firewall(
+            name=rule, network="global/networks/%s" % self.network, direction="INGRESS", priority=1000,
+            description="gpuprov: SSH%s for VM %s (%s=%s)" % (
+                " and k3s" if self.k3s_direct else "", vm, VM_NAME_TAG, vm),
+            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(p) for p in ports])],
+            source_ranges=cidrs, target_tags=[rule])
+        firewalls = self._client("firewalls")
+        found = self._call_or_none("firewalls.get", firewalls.get, project=self.project, firewall=rule,
+                                   timeout=self.timeout)
+        if found is None:
+            try:
+                op = self._call("firewalls.insert", firewalls.insert_unary, project=self.project,
+                                firewall_resource=desired, timeout=self.timeout)
+                self._finish(op, "firewalls.insert")
+            except ProviderError as err:
+                if _http_status(err.__cause__) != 409:  # 409: a concurrent prepare made it
+                    raise
+        elif (sorted(found.source_ranges) != cidrs or list(found.target_tags) != [rule]
+              or sorted(p for a in found.allowed for p in a.ports) != sorted(str(p) for p in ports)):
+            op = self._call("firewalls.patch", firewalls.patch_unary, project=self.project, firewall=rule,
+                            firewall_resource=desired, timeout=self.timeout)
+            self._finish(op, "firewalls.patch")
+        prepared = {"firewall": rule, "network_tag": rule, "network": self.network,
+                    "source_ranges": cidrs, "ports": ports, "ssh_user": self._ssh_user(spec)}
+        prepared.update(self._image(offer))
+        return prepared
+
+    def _instance(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec, name: str):
+        zone = offer.zone
+        detail = offer.detail or {}
+        machine_type = detail.get("machine_type") or offer.instance_type
+        gpu = bool(offer.gpu)
+        spot = bool(spec.spot or offer.spot)
+        user = prepared.get("ssh_user") or self._ssh_user(spec)
+        items = [compute_v1.Items(key="ssh-keys", value="%s:%s" % (user, spec.ssh_public_key.strip()))]
+        if spec.boot_script is not None:
+            key = "user-data" if self.boot_via == "cloud-init" else "startup-script"
+            items.append(compute_v1.Items(key=key, value=spec.boot_script.to_shell()))
+        scheduling = compute_v1.Scheduling()
+        if gpu:
+            scheduling.on_host_maintenance = "TERMINATE"
+            scheduling.automatic_restart = not spot
+        if spot:
+            scheduling.provisioning_model = "SPOT"
+            scheduling.instance_termination_action = "DELETE"
+            scheduling.automatic_restart = False
+        labels = {VM_NAME_TAG: spec.vm_name}
+        disk = compute_v1.AttachedDisk(
+            boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+                source_image=prepared["image"], labels=labels,
+                disk_size_gb=int(self.options.get("disk_size_gb") or 100),
+                disk_type="zones/%s/diskTypes/%s" % (zone, detail.get("disk_type") or "pd-balanced")))
+        nic = compute_v1.NetworkInterface(
+            network="global/networks/%s" % prepared.get("network", self.network),
+            access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])
+        if detail.get("nic_type"):
+            nic.nic_type = detail["nic_type"]
+        instance = compute_v1.Instance(
+            name=name, machine_type="zones/%s/machineTypes/%s" % (zone, machine_type), labels=labels,
+            tags=compute_v1.Tags(items=[prepared["network_tag"]]), disks=[disk], network_interfaces=[nic],
+            metadata=compute_v1.Metadata(items=items), scheduling=scheduling)
+        if detail.get("attached") and detail.get("accelerator"):
+            instance.guest_accelerators = [compute_v1.AcceleratorConfig(
+                accelerator_type="projects/%s/zones/%s/acceleratorTypes/%s" % (self.project, zone, detail["accelerator"]),
+                accelerator_count=int(detail.get("accelerator_count") or offer.gpu_count))]
+        return instance
+
+    def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        vm = validate_vm_name(spec.vm_name)
+        if not offer.zone:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "offer: gcp offers name a zone; got %s" % offer.offer_id)
+        name = catalog.instance_name(vm)
+        instances = self._client("instances")
+        try:
+            op = self._call("instances.insert", instances.insert_unary, project=self.project, zone=offer.zone,
+                            instance_resource=self._instance(offer, prepared, spec, name), timeout=self.timeout)
+        except ProviderError as err:
+            if _http_status(err.__cause__) != 409:
+                raise
+            # The name exists in this zone: ours (a re-run after a lost reply) or a stranger's.
+            found = self._call_or_none("instances.get", instances.get, project=self.project, zone=offer.zone,
+                                       instance=name, timeout=self.timeout)
+            if found is not None and found.labels.get(VM_NAME_TAG) == vm:
+                return name
+            raise ProviderError(ErrorKind.FAILED, "gcp instances.insert: an instance named %r without label "
+                                "%s=%s already exists in %s" % (name, VM_NAME_TAG, vm, offer.zone))
+        self._finish(op, "instances.insert", zone=offer.zone)
+        return name
+
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        vm = validate_vm_name(vm_name)
+        if not location.zone:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "location: gcp locations name a zone; got %s" % location)
+        request = compute_v1.ListInstancesRequest(project=self.project, zone=location.zone,
+                                                  filter='labels.%s = "%s"' % (VM_NAME_TAG, vm))
+        found = self._call("instances.list", self._client("instances").list, request=request, timeout=self.timeout)
+        at = Location(self.name, catalog.region_of(location.zone), location.zone)
+        out = []
+        for inst in found:
+            if inst.labels.get(VM_NAME_TAG) != vm:
+                continue
+            status = STATUS_MAP.get(inst.status, Status.PENDING)
+            nat = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs
+                        if ac.nat_i_p), None)
+            user = _metadata_user(inst) or self.options.get("ssh_user") or "gpuprov"
+            out.append(Observed(
+                instance_id=inst.name, status=status,
+                reason=("GCP status %s%s" % (inst.status, ": " + inst.status_message if inst.status_message else ""))
+                if inst.status != "RUNNING" else None,
+                endpoint=SshEndpoint(host=nat, port=22, user=user) if nat else None, location=at))
+        return out
+
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        validate_vm_name(vm_name)
+        if not location.zone:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "location: gcp locations name a zone; got %s" % location)
+        for instance_id in instance_ids:
+            # The delete Operation is not awaited: teardown observes until the instance is gone.
+            self._call_or_none("instances.delete", self._client("instances").delete_unary, project=self.project,
+                               zone=location.zone, instance=instance_id, timeout=self.timeout)
+
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        vm = validate_vm_name(vm_name)
+        self._call_or_none("firewalls.delete", self._client("firewalls").delete_unary, project=self.project,
+                           firewall=catalog.firewall_name(vm), timeout=self.timeout)

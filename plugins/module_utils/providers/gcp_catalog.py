@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GCP Compute catalogue for the gcp adapter: the static GPU ladder, default
+regions and images, and the names every per-VM resource gets. Pure data and
+functions; no SDK import, so it is importable (and testable) anywhere.
+
+The ladder says which machine type carries which GPU; ``plan`` intersects it
+with the zones that list the machine type (and, for N1 types with attached
+GPUs, the accelerator type) in the live catalogue. Prices are approximate
+on-demand list prices (USD/hour, us-central1) and only a hint for ordering
+and display; ``None`` where no stable list price is known. Spot prices vary
+daily and are never guessed (``None``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import namedtuple
+from typing import List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    ErrorKind, ProviderError,
+)
+
+# Regions searched when neither the request nor the ``regions`` / ``zones``
+# options name any (GPU-rich regions first; order = preference).
+DEFAULT_REGIONS = [
+    "us-central1", "us-east4", "us-east1", "us-west1", "us-west4",
+    "europe-west4", "asia-southeast1",
+]
+
+# Ubuntu images: cloud-init reads the ``user-data`` metadata key, and the
+# accelerator family ships the NVIDIA driver preinstalled (GPU-ready).
+GPU_IMAGE = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-550")
+CPU_IMAGE = ("ubuntu-os-cloud", "ubuntu-2204-lts")
+
+# gpu: canonical name (None = CPU only); count: GPUs in the VM; accelerator:
+# acceleratorType name; attached: True when the GPUs are added through
+# guestAccelerators (N1), False when built into the machine type (A2/A3/A4/G2);
+# spot_only: GCP sells the type only as Spot / flex-start; disk: boot disk type
+# the series supports; nic: nicType the series needs (None = default).
+Rung = namedtuple("Rung", "gpu count machine_type accelerator attached price spot_only disk nic")
+
+
+def _r(gpu, count, machine_type, accelerator, price, attached=False, spot_only=False,
+       disk="pd-balanced", nic=None):
+    return Rung(gpu, count, machine_type, accelerator, attached, price, spot_only, disk, nic)
+
+
+_HD, _GV = "hyperdisk-balanced", "GVNIC"
+
+LADDER = [
+    _r(None, 0, "e2-standard-2", None, 0.067),
+    _r("T4", 1, "n1-standard-4", "nvidia-tesla-t4", 0.54, attached=True),
+    _r("T4", 2, "n1-standard-8", "nvidia-tesla-t4", 1.08, attached=True),
+    _r("T4", 4, "n1-standard-16", "nvidia-tesla-t4", 2.16, attached=True),
+    _r("V100", 1, "n1-standard-8", "nvidia-tesla-v100", 2.86, attached=True),
+    _r("V100", 2, "n1-standard-16", "nvidia-tesla-v100", 5.72, attached=True),
+    _r("V100", 4, "n1-standard-32", "nvidia-tesla-v100", 11.44, attached=True),
+    _r("V100", 8, "n1-standard-64", "nvidia-tesla-v100", 22.88, attached=True),
+    _r("L4", 1, "g2-standard-4", "nvidia-l4", 0.71),
+    _r("L4", 2, "g2-standard-24", "nvidia-l4", 2.00),
+    _r("L4", 4, "g2-standard-48", "nvidia-l4", 4.00),
+    _r("L4", 8, "g2-standard-96", "nvidia-l4", 8.00),
+    _r("A100", 1, "a2-highgpu-1g", "nvidia-tesla-a100", 3.67),
+    _r("A100", 2, "a2-highgpu-2g", "nvidia-tesla-a100", 7.35),
+    _r("A100", 4, "a2-highgpu-4g", "nvidia-tesla-a100", 14.69),
+    _r("A100", 8, "a2-highgpu-8g", "nvidia-tesla-a100", 29.39),
+    _r("A100", 16, "a2-megagpu-16g", "nvidia-tesla-a100", 55.74),
+    _r("A100-80GB", 1, "a2-ultragpu-1g", "nvidia-a100-80gb", 5.07),
+    _r("A100-80GB", 2, "a2-ultragpu-2g", "nvidia-a100-80gb", 10.14),
+    _r("A100-80GB", 4, "a2-ultragpu-4g", "nvidia-a100-80gb", 20.28),
+    _r("A100-80GB", 8, "a2-ultragpu-8g", "nvidia-a100-80gb", 40.55),
+    _r("H100", 1, "a3-highgpu-1g", "nvidia-h100-80gb", None, spot_only=True, nic=_GV),
+    _r("H100", 2, "a3-highgpu-2g", "nvidia-h100-80gb", None, spot_only=True, nic=_GV),
+    _r("H100", 4, "a3-highgpu-4g", "nvidia-h100-80gb", None, spot_only=True, nic=_GV),
+    _r("H100", 8, "a3-highgpu-8g", "nvidia-h100-80gb", 88.25, nic=_GV),
+    _r("H100", 8, "a3-megagpu-8g", "nvidia-h100-mega-80gb", None, nic=_GV),
+    _r("H200", 8, "a3-ultragpu-8g", "nvidia-h200-141gb", None, disk=_HD, nic=_GV),
+    _r("B200", 8, "a4-highgpu-8g", "nvidia-b200", None, disk=_HD, nic=_GV),
+]
+
+
+def gcp_gpus() -> List[str]:
+    return sorted({r.gpu for r in LADDER if r.gpu})
+
+
+def select_rungs(gpu: Optional[str], count: int, spot: bool) -> List[Rung]:
+    """The rungs that serve ``count`` x ``gpu``: the smallest GPU count >= the
+    ask that GCP sells in that pricing model (so 3 x A100 gets a2-highgpu-4g,
+    1 x H100 on demand gets a3-highgpu-8g). Raises InvalidRequest naming the field."""
+    if gpu is None:
+        return [r for r in LADDER if r.gpu is None]
+    rungs = [r for r in LADDER if r.gpu == gpu]
+    if not rungs:
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: GCP offers no %s; GCP GPUs: %s"
+                            % (gpu, ", ".join(gcp_gpus())))
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ProviderError(ErrorKind.INVALID_REQUEST,
+                            "gpu_count: expected a positive integer, got %r" % (count,))
+    fits = [r for r in rungs if r.count >= count and (spot or not r.spot_only)]
+    if not fits:
+        most = max(r.count for r in rungs if spot or not r.spot_only)
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: GCP sells at most %d x %s in one VM%s, asked for %d"
+                            % (most, gpu, "" if spot else " on demand", count))
+    least = min(r.count for r in fits)
+    return [r for r in fits if r.count == least]
+
+
+def region_of(zone: str) -> str:
+    """us-central1-a -> us-central1."""
+    return zone.rsplit("-", 1)[0]
+
+
+def _bounded(prefix: str, vm_name: str) -> str:
+    """``prefix + vm_name`` cut to a 63-character GCP name, kept unique by a hash."""
+    name = prefix + vm_name
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(vm_name.encode()).hexdigest()[:8]
+    return (prefix + vm_name)[:54].rstrip("-") + "-" + digest
+
+
+def instance_name(vm_name: str) -> str:
+    """The instance name: the VM name itself (it becomes the hostname), with a
+    ``g-`` prefix when it starts with a digit (GCP names start with a letter)."""
+    return vm_name if vm_name[:1].isalpha() else _bounded("g-", vm_name)
+
+
+def firewall_name(vm_name: str) -> str:
+    """The per-VM firewall rule, also used as the instance's network tag."""
+    return _bounded("gpuprov-", vm_name)

@@ -1,0 +1,569 @@
+"""A fake GCP Compute Engine REST API (compute/v1) for tests, on pytest-httpserver.
+
+The real google-cloud-compute client reaches it through its REST transport by
+setting ``api_endpoint`` to ``fake.url`` (http://127.0.0.1:port) with anonymous
+credentials. Paths, query parameters and JSON bodies are the ones the library
+sends (see compute_v1/services/*/transports/rest_base.py); responses follow the
+documented resource shapes: Operations (``status`` DONE/RUNNING, failures as
+``error.errors[] {code, message, errorDetails}`` + ``httpErrorStatusCode``),
+Instances (``labels``, ``status``, zone URLs, ``networkInterfaces[].accessConfigs[].natIP``),
+Firewalls, Images (``getFromFamily``), aggregated machineTypes / acceleratorTypes
+lists (``items: {"zones/<z>": {...}}`` with ``NO_RESULTS_ON_PAGE`` warnings), and
+error bodies ``{"error": {"code", "message", "errors": [{"message", "domain", "reason"}], "status"}}``.
+
+State: instances and firewalls (and operations), per project. Lists support
+``maxResults`` / ``pageToken`` and the filter forms the adapter sends
+(``labels.k = "v"``, ``name eq "re"``, ``!=``/``ne``, parenthesised conjunctions, ``OR``).
+Levers:
+
+* ``fail_next(calls, status, reason=..., message=...)``: the next request of one of
+  ``calls`` (e.g. ``"instances.insert"``) gets that HTTP error.
+* ``fail_next_insert(code, ...)``: the next instances.insert is accepted but its
+  Operation finishes DONE with that error code (ZONE_RESOURCE_POOL_EXHAUSTED,
+  QUOTA_EXCEEDED with a quota metric, ...); no instance is created.
+* ``exhaust(zone, machine_type=None)``: every insert there fails with
+  ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS until ``restock``.
+* ``op_mode``: ``"done"`` (operations finish at once), ``"pending"`` (insert answers
+  RUNNING, ``wait`` answers DONE), ``"stuck"`` (``wait`` still answers RUNNING).
+* ``set_status`` / ``settle``: move an instance (RUNNING gets a natIP).
+* ``delete_lag``: deleted instances stay STOPPING for that many reads first.
+* ``calls`` records every request (key, method, path, args, body).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+BASE = "https://www.googleapis.com/compute/v1"
+PROJECT = "gpuprov-test"
+NAME_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+STATUS_TEXT = {400: "BAD REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT FOUND",
+               409: "CONFLICT", 412: "PRECONDITION FAILED", 429: "TOO MANY REQUESTS",
+               500: "INTERNAL SERVER ERROR", 503: "SERVICE UNAVAILABLE"}
+CANONICAL = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+             409: "ALREADY_EXISTS", 412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED",
+             500: "INTERNAL", 503: "UNAVAILABLE"}
+DEFAULT_REASON = {400: "invalid", 401: "required", 403: "forbidden", 404: "notFound", 409: "alreadyExists",
+                  412: "conditionNotMet", 429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
+
+# machine type -> (guestCpus, memoryMb, built-in accelerator or None, count)
+MACHINE_TYPES = {
+    "e2-standard-2": (2, 8192, None, 0), "n1-standard-4": (4, 15360, None, 0),
+    "n1-standard-8": (8, 30720, None, 0), "n1-standard-16": (16, 61440, None, 0),
+    "n1-standard-32": (32, 122880, None, 0), "n1-standard-64": (64, 245760, None, 0),
+    "g2-standard-4": (4, 16384, "nvidia-l4", 1), "g2-standard-24": (24, 98304, "nvidia-l4", 2),
+    "g2-standard-48": (48, 196608, "nvidia-l4", 4), "g2-standard-96": (96, 393216, "nvidia-l4", 8),
+    "a2-highgpu-1g": (12, 87040, "nvidia-tesla-a100", 1), "a2-highgpu-2g": (24, 174080, "nvidia-tesla-a100", 2),
+    "a2-highgpu-4g": (48, 348160, "nvidia-tesla-a100", 4), "a2-highgpu-8g": (96, 696320, "nvidia-tesla-a100", 8),
+    "a2-ultragpu-1g": (12, 174080, "nvidia-a100-80gb", 1), "a2-ultragpu-8g": (96, 1392640, "nvidia-a100-80gb", 8),
+    "a3-highgpu-1g": (26, 239616, "nvidia-h100-80gb", 1), "a3-highgpu-8g": (208, 1916928, "nvidia-h100-80gb", 8),
+    "a3-ultragpu-8g": (224, 2952790, "nvidia-h200-141gb", 8),
+}
+ACCELERATORS = {"nvidia-tesla-t4": ("NVIDIA T4", 4), "nvidia-tesla-v100": ("NVIDIA V100", 8),
+                "nvidia-l4": ("NVIDIA L4", 8), "nvidia-tesla-a100": ("NVIDIA A100 40GB", 16),
+                "nvidia-a100-80gb": ("NVIDIA A100 80GB", 8), "nvidia-h100-80gb": ("NVIDIA H100 80GB", 8),
+                "nvidia-h200-141gb": ("NVIDIA H200 141GB", 8)}
+_N1 = ["e2-standard-2", "n1-standard-4", "n1-standard-8", "n1-standard-16", "n1-standard-32", "n1-standard-64"]
+_G2 = ["g2-standard-4", "g2-standard-24", "g2-standard-48", "g2-standard-96"]
+_A2 = ["a2-highgpu-1g", "a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g"]
+# zone -> (machine types, accelerator types)
+DEFAULT_ZONES = {
+    "us-central1-a": (_N1 + _G2 + _A2, ["nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4", "nvidia-tesla-a100"]),
+    "us-central1-b": (_N1 + _G2 + ["a3-highgpu-1g", "a3-highgpu-8g"], ["nvidia-tesla-t4", "nvidia-l4", "nvidia-h100-80gb"]),
+    "us-central1-c": (_N1 + _A2 + ["a2-ultragpu-1g", "a2-ultragpu-8g"],
+                      ["nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-a100-80gb"]),
+    "us-east4-c": (_N1 + ["a3-highgpu-8g"], ["nvidia-h100-80gb"]),
+    "us-west1-b": (_N1 + _G2, ["nvidia-tesla-t4", "nvidia-l4"]),
+    "europe-west4-a": (_N1 + _G2 + ["a3-ultragpu-8g"], ["nvidia-tesla-t4", "nvidia-l4", "nvidia-h200-141gb"]),
+    "asia-east1-a": (["e2-standard-2"], []),
+}
+IMAGE_FAMILIES = {
+    ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-550"):
+        "ubuntu-accelerator-2204-amd64-with-nvidia-550-v20261120",
+    ("ubuntu-os-cloud", "ubuntu-2204-lts"): "ubuntu-2204-jammy-v20261118",
+}
+TS = "2026-11-30T02:00:00.000-08:00"
+
+
+class FakeError(Exception):
+    def __init__(self, status: int, message: str, reason: Optional[str] = None):
+        super().__init__(message)
+        self.status, self.message, self.reason = status, message, reason or DEFAULT_REASON.get(status, "error")
+
+
+def error_body(status: int, message: str, reason: str) -> Dict[str, Any]:
+    return {"error": {"code": status, "message": message, "status": CANONICAL.get(status, "UNKNOWN"),
+                      "errors": [{"message": message, "domain": "global", "reason": reason}]}}
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+_TERM = re.compile(r"""^\s*([A-Za-z][\w.-]*)\s*(=|!=|\beq\b|\bne\b|:)\s*("([^"]*)"|'([^']*)'|(\S+))\s*$""")
+
+
+def parse_filter(text: str):
+    """A predicate for the Compute list filter forms; FakeError(400) on anything else."""
+    text = (text or "").strip()
+    if not text:
+        return lambda item: True
+    alternatives = re.split(r"\)\s+OR\s+\(", text)
+    if len(alternatives) > 1:
+        preds = [parse_filter(("(" if i else "") + a + (")" if i < len(alternatives) - 1 else ""))
+                 for i, a in enumerate(alternatives)]
+        return lambda item: any(p(item) for p in preds)
+    if text.startswith("("):
+        parts = re.findall(r"\(([^()]*)\)", text)
+        if not parts or re.sub(r"\(([^()]*)\)", "", text).strip():
+            raise FakeError(400, "Invalid value for field 'filter': '%s'. Invalid list filter expression." % text)
+        preds = [parse_filter(p) for p in parts]
+        return lambda item: all(p(item) for p in preds)
+    match = _TERM.match(text)
+    if not match:
+        raise FakeError(400, "Invalid value for field 'filter': '%s'. Invalid list filter expression." % text)
+    field, op = match.group(1), match.group(2)
+    value = next(v for v in match.group(4, 5, 6) if v is not None)
+
+    def pred(item):
+        got = _get(item, field)
+        if op == ":":
+            return got is not None if value == "*" else value in str(got or "")
+        if op in ("eq", "ne"):
+            hit = got is not None and re.fullmatch(value, str(got)) is not None
+            return hit if op == "eq" else not hit
+        if isinstance(got, bool):
+            hit = str(got).lower() == value.lower()
+        else:
+            hit = got is not None and str(got) == value
+        return hit if op == "=" else not hit
+    return pred
+
+
+class GcpComputeFake:
+    """The fake API; ``url`` is the ``api_endpoint`` for the adapter."""
+
+    def __init__(self, project: str = PROJECT, zones: Optional[Dict[str, Tuple[List[str], List[str]]]] = None,
+                 page_size: int = 500):
+        self.project = project
+        self.zones = dict(zones or DEFAULT_ZONES)
+        self.page_size = page_size
+        self.instances: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        self.firewalls: Dict[str, Dict[str, Any]] = {}
+        self.operations: Dict[str, Dict[str, Any]] = {}
+        self.calls: List[Dict[str, Any]] = []
+        self.op_mode = "done"
+        self.delete_lag = 0
+        self._http_faults: List[Tuple[Tuple[str, ...], int, str, str]] = []
+        self._insert_faults: List[Dict[str, Any]] = []
+        self._exhausted: set = set()
+        self._ids = itertools.count(4100000000000000001)
+        self._ips = itertools.count(10)
+        self._lock = threading.RLock()
+        self._routes = self._make_routes()
+        self.server = HTTPServer(host="127.0.0.1", port=0)
+        self.server.expect_request(re.compile(r"^/compute/v1/.*")).respond_with_handler(self._handle)
+        self.server.start()
+
+    # -- levers ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return "http://127.0.0.1:%d" % self.server.port
+
+    def stop(self) -> None:
+        if self.server.is_running():
+            self.server.stop()
+
+    def fail_next(self, calls, status: int, reason: Optional[str] = None, message: Optional[str] = None) -> None:
+        calls = (calls,) if isinstance(calls, str) else tuple(calls)
+        self._http_faults.append((calls, status, reason or DEFAULT_REASON.get(status, "error"),
+                                  message or "Injected %d %s" % (status, STATUS_TEXT.get(status, ""))))
+
+    def fail_next_insert(self, code: str, message: Optional[str] = None, http_status: Optional[int] = None,
+                         quota_metric: Optional[str] = None, quota_region: Optional[str] = None) -> None:
+        self._insert_faults.append({"code": code, "message": message, "http_status": http_status,
+                                    "quota_metric": quota_metric, "quota_region": quota_region})
+
+    def exhaust(self, zone: str, machine_type: Optional[str] = None) -> None:
+        self._exhausted.add((zone, machine_type))
+
+    def restock(self) -> None:
+        self._exhausted.clear()
+
+    def set_status(self, zone: str, name: str, status: str) -> None:
+        with self._lock:
+            inst = self.instances[(zone, name)]
+            inst["status"] = status
+            config = inst["networkInterfaces"][0]["accessConfigs"][0]
+            if status == "RUNNING" and "natIP" not in config:
+                config["natIP"] = "203.0.113.%d" % next(self._ips)
+            elif status in ("TERMINATED", "SUSPENDED"):
+                config.pop("natIP", None)  # an ephemeral IP is released when the VM stops
+
+    def settle(self, zone: str, name: str) -> None:
+        self.set_status(zone, name, "RUNNING")
+
+    def calls_of(self, key: str) -> List[Dict[str, Any]]:
+        return [c for c in self.calls if c["key"] == key]
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _make_routes(self):
+        p, z = r"/compute/v1/projects/(?P<project>[^/]+)", r"/zones/(?P<zone>[^/]+)"
+        table = [
+            ("GET", p + r"/aggregated/machineTypes", "machineTypes.aggregatedList", self._agg_machine_types),
+            ("GET", p + r"/aggregated/acceleratorTypes", "acceleratorTypes.aggregatedList", self._agg_accelerators),
+            ("GET", p + z + r"/instances", "instances.list", self._list_instances),
+            ("POST", p + z + r"/instances", "instances.insert", self._insert_instance),
+            ("GET", p + z + r"/instances/(?P<name>[^/]+)", "instances.get", self._get_instance),
+            ("DELETE", p + z + r"/instances/(?P<name>[^/]+)", "instances.delete", self._delete_instance),
+            ("GET", p + z + r"/operations/(?P<op>[^/]+)", "zoneOperations.get", self._get_op),
+            ("POST", p + z + r"/operations/(?P<op>[^/]+)/wait", "zoneOperations.wait", self._wait_op),
+            ("GET", p + r"/global/operations/(?P<op>[^/]+)", "globalOperations.get", self._get_op),
+            ("POST", p + r"/global/operations/(?P<op>[^/]+)/wait", "globalOperations.wait", self._wait_op),
+            ("GET", p + r"/global/firewalls/(?P<name>[^/]+)", "firewalls.get", self._get_firewall),
+            ("POST", p + r"/global/firewalls", "firewalls.insert", self._insert_firewall),
+            ("PATCH", p + r"/global/firewalls/(?P<name>[^/]+)", "firewalls.patch", self._patch_firewall),
+            ("DELETE", p + r"/global/firewalls/(?P<name>[^/]+)", "firewalls.delete", self._delete_firewall),
+            ("GET", p + r"/global/images/family/(?P<family>[^/]+)", "images.getFromFamily", self._image_family),
+        ]
+        return [(m, re.compile("^" + rx + "$"), key, fn) for m, rx, key, fn in table]
+
+    def _handle(self, request: Request) -> Response:
+        with self._lock:
+            for method, rx, key, fn in self._routes:
+                match = rx.match(request.path)
+                if method == request.method and match:
+                    break
+            else:
+                return self._error(FakeError(404, "The requested URL %s was not found on this server." % request.path))
+            body = request.get_json(silent=True) if request.data else None
+            args = request.args.to_dict()
+            self.calls.append({"key": key, "method": request.method, "path": request.path, "args": args, "body": body})
+            for i, (calls, status, reason, message) in enumerate(self._http_faults):
+                if key in calls or "*" in calls:
+                    del self._http_faults[i]
+                    return self._error(FakeError(status, message, reason))
+            params = match.groupdict()
+            try:
+                if key != "images.getFromFamily" and params["project"] != self.project:
+                    raise FakeError(404, "The resource 'projects/%s' was not found" % params["project"])
+                if "zone" in params and params["zone"] not in self.zones:
+                    raise FakeError(404, "The resource 'projects/%s/zones/%s' was not found"
+                                    % (params["project"], params["zone"]))
+                return self._json(fn(args=args, body=body, **params))
+            except FakeError as err:
+                return self._error(err)
+
+    @staticmethod
+    def _json(payload: Any, status: int = 200) -> Response:
+        return Response(json.dumps(payload), status=status, content_type="application/json; charset=UTF-8")
+
+    def _error(self, err: FakeError) -> Response:
+        return self._json(error_body(err.status, err.message, err.reason), err.status)
+
+    def _zone_url(self, zone: str) -> str:
+        return "%s/projects/%s/zones/%s" % (BASE, self.project, zone)
+
+    def _page(self, items: List[Any], args: Dict[str, str]):
+        size = min(int(args.get("maxResults") or self.page_size), 500)
+        start = int(args.get("pageToken") or 0)
+        nxt = start + size
+        return items[start:nxt], (str(nxt) if nxt < len(items) else None)
+
+    def _new_op(self, op_type: str, target: str, zone: Optional[str], status: str = "DONE",
+                error: Optional[Dict[str, Any]] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
+        name = "operation-%d-%x" % (1764500000000 + len(self.operations), next(self._ids) & 0xfffffff)
+        scope = self._zone_url(zone) if zone else "%s/projects/%s/global" % (BASE, self.project)
+        op = {"kind": "compute#operation", "id": str(next(self._ids)), "name": name, "operationType": op_type,
+              "targetLink": target, "targetId": str(next(self._ids)), "status": status,
+              "user": "fake@%s.iam.gserviceaccount.com" % self.project, "progress": 100 if status == "DONE" else 0,
+              "insertTime": TS, "startTime": TS, "selfLink": "%s/operations/%s" % (scope, name)}
+        if zone:
+            op["zone"] = self._zone_url(zone)
+        if status == "DONE":
+            op["endTime"] = TS
+        if error:
+            op["error"] = {"errors": [error]}
+            op["httpErrorStatusCode"] = http_status
+            op["httpErrorMessage"] = STATUS_TEXT.get(http_status, "ERROR")
+        self.operations[name] = op
+        return op
+
+    # -- catalogue --------------------------------------------------------------------
+
+    def _aggregated(self, what: str, args, make) -> Dict[str, Any]:
+        pred = parse_filter(args.get("filter", ""))
+        flat = [(zone, item) for zone in sorted(self.zones) for item in make(zone) if pred(item)]
+        page, token = self._page(flat, args)
+        items: Dict[str, Any] = {}
+        for zone in sorted(self.zones):
+            listed = [item for z, item in page if z == zone]
+            items["zones/" + zone] = {what: listed} if listed else {"warning": {
+                "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/%s' on this page." % zone,
+                "data": [{"key": "scope", "value": "zones/" + zone}]}}
+        out = {"kind": "compute#%sAggregatedList" % what[:-1], "id": "projects/%s/aggregated/%s" % (self.project, what),
+               "items": items, "selfLink": "%s/projects/%s/aggregated/%s" % (BASE, self.project, what)}
+        if token:
+            out["nextPageToken"] = token
+        return out
+
+    def _agg_machine_types(self, project, args, body):
+        def make(zone):
+            out = []
+            for name in self.zones[zone][0]:
+                cpus, mem, accel, count = MACHINE_TYPES[name]
+                item = {"kind": "compute#machineType", "id": str(zlib.crc32(name.encode())), "creationTimestamp": TS,
+                        "name": name, "description": "%d vCPUs, %d GB RAM" % (cpus, mem // 1024), "guestCpus": cpus,
+                        "memoryMb": mem, "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
+                        "zone": zone, "isSharedCpu": False, "architecture": "X86_64",
+                        "selfLink": "%s/machineTypes/%s" % (self._zone_url(zone), name)}
+                if accel:
+                    item["accelerators"] = [{"guestAcceleratorType": accel, "guestAcceleratorCount": count}]
+                out.append(item)
+            return out
+        return self._aggregated("machineTypes", args, make)
+
+    def _agg_accelerators(self, project, args, body):
+        def make(zone):
+            return [{"kind": "compute#acceleratorType", "id": str(zlib.crc32(name.encode())), "creationTimestamp": TS,
+                     "name": name, "description": ACCELERATORS[name][0], "zone": self._zone_url(zone),
+                     "selfLink": "%s/acceleratorTypes/%s" % (self._zone_url(zone), name),
+                     "maximumCardsPerInstance": ACCELERATORS[name][1]} for name in self.zones[zone][1]]
+        return self._aggregated("acceleratorTypes", args, make)
+
+    def _image_family(self, project, family, args, body):
+        image = IMAGE_FAMILIES.get((project, family))
+        if not image:
+            raise FakeError(404, "The resource 'projects/%s/global/images/family/%s' was not found" % (project, family))
+        return {"kind": "compute#image", "id": str(zlib.crc32(image.encode())), "creationTimestamp": TS,
+                "name": image, "family": family, "status": "READY", "diskSizeGb": "10", "sourceType": "RAW",
+                "architecture": "X86_64", "archiveSizeBytes": "2147483648",
+                "selfLink": "%s/projects/%s/global/images/%s" % (BASE, project, image)}
+
+    def _image_exists(self, ref: str) -> bool:
+        match = re.search(r"projects/([^/]+)/global/images/(family/)?([^/]+)$", ref or "")
+        if not match:
+            return False
+        project, family, name = match.groups()
+        if family:
+            return (project, name) in IMAGE_FAMILIES
+        return any(p == project and n == name for (p, _), n in IMAGE_FAMILIES.items())
+
+    # -- instances ---------------------------------------------------------------------
+
+    def _visible(self, inst: Dict[str, Any]) -> bool:
+        """Reads of a deleting instance count down its lag; at zero it is gone."""
+        if inst.get("_deleting") is None:
+            return True
+        if inst["_deleting"] <= 0:
+            self.instances.pop((inst["_zone"], inst["name"]), None)
+            return False
+        inst["_deleting"] -= 1
+        return True
+
+    @staticmethod
+    def _public(inst: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in inst.items() if not k.startswith("_")}
+
+    def _list_instances(self, project, zone, args, body):
+        pred = parse_filter(args.get("filter", ""))
+        found = [self._public(i) for (z, _), i in sorted(self.instances.items())
+                 if z == zone and self._visible(i) and pred(i)]
+        page, token = self._page(found, args)
+        out = {"kind": "compute#instanceList", "id": "projects/%s/zones/%s/instances" % (project, zone),
+               "items": page, "selfLink": "%s/instances" % self._zone_url(zone)}
+        if token:
+            out["nextPageToken"] = token
+        return out
+
+    def _get_instance(self, project, zone, name, args, body):
+        inst = self.instances.get((zone, name))
+        if inst is None or not self._visible(inst):
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found" % (project, zone, name))
+        return self._public(inst)
+
+    def _invalid(self, field: str, value: Any, why: str) -> FakeError:
+        return FakeError(400, "Invalid value for field '%s': '%s'. %s" % (field, value, why), "invalid")
+
+    def _insert_instance(self, project, zone, args, body):
+        body = body or {}
+        name = body.get("name", "")
+        if not NAME_RE.match(name):
+            raise self._invalid("resource.name", name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+        mt = (body.get("machineType") or "").rsplit("/", 1)[-1]
+        if not re.search(r"zones/%s/machineTypes/" % re.escape(zone), body.get("machineType") or "") \
+                or mt not in self.zones[zone][0]:
+            raise self._invalid("resource.machineType", body.get("machineType"),
+                                "Machine type with name '%s' does not exist in zone '%s'." % (mt, zone))
+        for key, value in (body.get("labels") or {}).items():
+            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
+                raise self._invalid("resource.labels", "%s=%s" % (key, value), "Label key or value is not valid.")
+        for tag in (body.get("tags") or {}).get("items") or []:
+            if not NAME_RE.match(tag):
+                raise self._invalid("resource.tags.items", tag, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+        disks = body.get("disks") or []
+        boot = [d for d in disks if d.get("boot")]
+        if len(boot) != 1:
+            raise self._invalid("resource.disks", len(boot), "Exactly one boot disk must be specified.")
+        source = (boot[0].get("initializeParams") or {}).get("sourceImage")
+        if not self._image_exists(source):
+            raise FakeError(404, "The resource '%s' was not found" % source, "notFound")
+        nics = body.get("networkInterfaces") or []
+        if not nics or not re.search(r"global/networks/default$", nics[0].get("network") or "global/networks/default"):
+            raise FakeError(404, "The resource 'projects/%s/global/networks/%s' was not found"
+                            % (project, (nics[0].get("network") if nics else "")), "notFound")
+        accels = body.get("guestAccelerators") or []
+        for acc in accels:
+            acc_name = (acc.get("acceleratorType") or "").rsplit("/", 1)[-1]
+            if acc_name not in self.zones[zone][1]:
+                raise self._invalid("resource.guestAccelerators[0].acceleratorType", acc.get("acceleratorType"),
+                                    "Accelerator type '%s' does not exist in zone '%s'." % (acc_name, zone))
+            if int(acc.get("acceleratorCount") or 0) > ACCELERATORS[acc_name][1]:
+                raise self._invalid("resource.guestAccelerators[0].acceleratorCount", acc.get("acceleratorCount"),
+                                    "Count exceeds maximumCardsPerInstance.")
+        sched = body.get("scheduling") or {}
+        if (accels or MACHINE_TYPES[mt][2]) and sched.get("onHostMaintenance") != "TERMINATE":
+            raise self._invalid("resource.scheduling.onHostMaintenance", sched.get("onHostMaintenance", "MIGRATE"),
+                                "Instances with guest accelerators do not support live migration.")
+        if sched.get("provisioningModel") == "SPOT" and sched.get("automaticRestart"):
+            raise self._invalid("resource.scheduling.automaticRestart", "true",
+                                "Automatic restart must be false for Spot VMs.")
+        keys = [i.get("key") for i in (body.get("metadata") or {}).get("items") or []]
+        if len(keys) != len(set(keys)):
+            raise self._invalid("resource.metadata", keys, "Duplicate metadata keys.")
+        if (zone, name) in self.instances:
+            raise FakeError(409, "The resource 'projects/%s/zones/%s/instances/%s' already exists"
+                            % (project, zone, name), "alreadyExists")
+        target = "%s/instances/%s" % (self._zone_url(zone), name)
+        fault = self._insert_faults.pop(0) if self._insert_faults else None
+        if fault is None and ((zone, mt) in self._exhausted or (zone, None) in self._exhausted):
+            fault = {"code": "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "http_status": 503}
+        if fault:
+            return self._new_op("insert", target, zone, error=self._op_error(fault, zone, mt),
+                                http_status=fault.get("http_status") or (403 if fault["code"] == "QUOTA_EXCEEDED" else 503))
+        inst = json.loads(json.dumps(body))
+        inst.update({"kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": TS,
+                     "status": "PROVISIONING", "zone": self._zone_url(zone), "selfLink": target,
+                     "machineType": "%s/machineTypes/%s" % (self._zone_url(zone), mt), "cpuPlatform": "Unknown CPU Platform",
+                     "labelFingerprint": "42WmSpB8rSM=", "fingerprint": "nMeu3Q6Oa0A=", "startRestricted": False,
+                     "deletionProtection": False, "_zone": zone})
+        for i, nic in enumerate(inst.get("networkInterfaces") or []):
+            nic.update({"kind": "compute#networkInterface", "name": "nic%d" % i, "networkIP": "10.128.0.%d" % next(self._ips),
+                        "network": "%s/projects/%s/global/networks/default" % (BASE, project), "stackType": "IPV4_ONLY"})
+            for ac in nic.get("accessConfigs") or []:
+                ac.update({"kind": "compute#accessConfig", "networkTier": "PREMIUM"})
+        for i, disk in enumerate(inst.get("disks") or []):
+            disk.update({"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "index": i,
+                         "deviceName": "persistent-disk-%d" % i, "source": "%s/disks/%s" % (self._zone_url(zone), name)})
+        for acc in inst.get("guestAccelerators") or []:
+            acc["acceleratorType"] = "%s/acceleratorTypes/%s" % (self._zone_url(zone), acc["acceleratorType"].rsplit("/", 1)[-1])
+        self.instances[(zone, name)] = inst
+        return self._new_op("insert", target, zone, status="RUNNING" if self.op_mode != "done" else "DONE")
+
+    def _op_error(self, fault: Dict[str, Any], zone: str, mt: str) -> Dict[str, Any]:
+        code = fault["code"]
+        message = fault.get("message")
+        error: Dict[str, Any] = {"code": code}
+        if code.startswith("ZONE_RESOURCE_POOL_EXHAUSTED"):
+            message = message or ("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill "
+                                  "the request.  '(resource type:compute)'." % (self.project, zone))
+        elif code == "QUOTA_EXCEEDED":
+            metric = fault.get("quota_metric") or "NVIDIA_L4_GPUS"
+            region = fault.get("quota_region") or zone.rsplit("-", 1)[0]
+            where = "globally" if metric == "GPUS_ALL_REGIONS" else "in region %s" % region
+            message = message or "Quota '%s' exceeded.  Limit: 0.0 %s." % (metric, where)
+            error["errorDetails"] = [{"quotaInfo": {
+                "metricName": "compute.googleapis.com/%s" % metric.lower(),
+                "limitName": "%s-per-project%s" % (metric.replace("_", "-"), "" if metric == "GPUS_ALL_REGIONS" else "-region"),
+                "dimensions": {"global": "global"} if metric == "GPUS_ALL_REGIONS" else {"region": region},
+                "limit": 0}}]
+        error["message"] = message or "Operation failed: %s" % code
+        return error
+
+    def _delete_instance(self, project, zone, name, args, body):
+        inst = self.instances.get((zone, name))
+        if inst is None or (inst.get("_deleting") is not None and not self._visible(inst)):
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found" % (project, zone, name))
+        target = "%s/instances/%s" % (self._zone_url(zone), name)
+        if self.delete_lag <= 0:
+            del self.instances[(zone, name)]
+        elif inst.get("_deleting") is None:
+            inst["_deleting"] = self.delete_lag
+            inst["status"] = "STOPPING"
+        return self._new_op("delete", target, zone, status="RUNNING")
+
+    def _get_op(self, project, op, args, body, zone=None):
+        if op not in self.operations:
+            raise FakeError(404, "The resource 'projects/%s/%s/operations/%s' was not found"
+                            % (project, "zones/" + zone if zone else "global", op))
+        return self.operations[op]
+
+    def _wait_op(self, project, op, args, body, zone=None):
+        found = self._get_op(project, op, args, body, zone)
+        if found["status"] != "DONE" and self.op_mode != "stuck":
+            found.update({"status": "DONE", "progress": 100, "endTime": TS})
+        return found
+
+    # -- firewalls -----------------------------------------------------------------------
+
+    def _fw_url(self, name: str) -> str:
+        return "%s/projects/%s/global/firewalls/%s" % (BASE, self.project, name)
+
+    def _get_firewall(self, project, name, args, body):
+        if name not in self.firewalls:
+            raise FakeError(404, "The resource 'projects/%s/global/firewalls/%s' was not found" % (project, name))
+        return self.firewalls[name]
+
+    def _check_firewall(self, fw: Dict[str, Any]) -> None:
+        if not NAME_RE.match(fw.get("name") or ""):
+            raise self._invalid("resource.name", fw.get("name"), "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+        for rule in fw.get("allowed") or []:
+            if rule.get("IPProtocol") not in ("tcp", "udp", "icmp", "all"):
+                raise self._invalid("resource.allowed[0].IPProtocol", rule.get("IPProtocol"), "Unknown protocol.")
+
+    def _insert_firewall(self, project, args, body):
+        fw = json.loads(json.dumps(body or {}))
+        self._check_firewall(fw)
+        if fw["name"] in self.firewalls:
+            raise FakeError(409, "The resource 'projects/%s/global/firewalls/%s' already exists"
+                            % (project, fw["name"]), "alreadyExists")
+        fw.setdefault("direction", "INGRESS")
+        fw.setdefault("priority", 1000)
+        if not fw.get("sourceRanges") and not fw.get("sourceTags"):
+            fw["sourceRanges"] = ["0.0.0.0/0"]  # the documented default when no source is given
+        fw.update({"kind": "compute#firewall", "id": str(next(self._ids)), "creationTimestamp": TS, "disabled": False,
+                   "network": "%s/projects/%s/global/networks/default" % (BASE, project), "selfLink": self._fw_url(fw["name"]),
+                   "logConfig": {"enable": False}})
+        self.firewalls[fw["name"]] = fw
+        return self._new_op("insert", self._fw_url(fw["name"]), None)
+
+    def _patch_firewall(self, project, name, args, body):
+        if name not in self.firewalls:
+            raise FakeError(404, "The resource 'projects/%s/global/firewalls/%s' was not found" % (project, name))
+        patch = {k: v for k, v in (body or {}).items() if k not in ("name", "network", "id", "selfLink")}
+        merged = dict(self.firewalls[name], **patch)
+        self._check_firewall(merged)
+        self.firewalls[name] = merged
+        return self._new_op("patch", self._fw_url(name), None)
+
+    def _delete_firewall(self, project, name, args, body):
+        if name not in self.firewalls:
+            raise FakeError(404, "The resource 'projects/%s/global/firewalls/%s' was not found" % (project, name))
+        del self.firewalls[name]
+        return self._new_op("delete", self._fw_url(name), None, status="RUNNING")

@@ -32,9 +32,21 @@ if ! docker info >/dev/null 2>&1; then
     exit 1
 fi
 
-if [[ "${GPUPROV_FORCE:-0}" != "1" ]] && docker image inspect "$TAG" >/dev/null 2>&1; then
+exists() { [[ "${GPUPROV_FORCE:-0}" != "1" ]] && docker image inspect "$TAG" >/dev/null 2>&1; }
+if exists; then
     log "$TAG already exists; nothing to do (GPUPROV_FORCE=1 rebuilds)"
     exit 0
+fi
+
+# One build at a time on this machine (parallel test sessions may all ask for it);
+# whoever waited finds the image made by the first.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"${TMPDIR:-/tmp}/gpuprov-build-base-image.lock"
+    flock 9
+    if exists; then
+        log "$TAG was built meanwhile; nothing to do"
+        exit 0
+    fi
 fi
 
 SUDO=""

@@ -1,0 +1,132 @@
+"""Helpers for tests that run the docker adapter against the real Docker engine.
+
+Not a fake: the engine, the images, the containers and sshd are all real. This
+module only finds the engine, makes sure the offline base image exists (by
+running ``scripts/build-base-image.sh``, which is fast when it does), removes
+what a test created, and logs into containers over SSH with a throwaway key.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import subprocess
+import time
+import uuid
+from typing import List, Optional, Tuple
+
+try:
+    import docker
+except ImportError:  # the tests that need it skip with the reason
+    docker = None
+
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    VM_NAME_TAG, Observed, SshEndpoint, Status,
+)
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "scripts" / "build-base-image.sh"
+MANAGED_LABEL = "gpuprov-managed-by"
+
+
+def engine() -> Tuple[Optional[object], str]:
+    """(client, "") when a Docker engine answers, else (None, why not)."""
+    if docker is None:
+        return None, "the docker SDK is not installed (pip install -r requirements-dev.txt)"
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+        return client, ""
+    except Exception as exc:  # any failure means: no engine here
+        return None, "no Docker engine answers (DOCKER_HOST or the default socket): %s" % (exc,)
+
+
+def ensure_base_image(client, tag: str) -> None:
+    """Build the offline base image when it is missing (the script is a no-op otherwise)."""
+    try:
+        client.images.get(tag)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True,
+                          env=None, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError("scripts/build-base-image.sh failed (rc %s):\n%s\n%s"
+                           % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    client.images.get(tag)
+
+
+def unique_name(prefix: str = "t") -> str:
+    """A VM name unique to one test (a DNS label)."""
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
+
+
+def containers_of(client, name_prefix: str) -> List[object]:
+    """Every container (any state) whose VM name starts with ``name_prefix``."""
+    found = client.containers.list(all=True, filters={"label": VM_NAME_TAG}, ignore_removed=True)
+    return [c for c in found if (c.labels.get(VM_NAME_TAG) or "").startswith(name_prefix)]
+
+
+def remove_containers(client, name_prefix: str) -> None:
+    for container in containers_of(client, name_prefix):
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+
+
+def new_key() -> Tuple[paramiko.PKey, str]:
+    """A fresh ed25519 key: (paramiko private key, OpenSSH public key line)."""
+    private = ed25519.Ed25519PrivateKey.generate()
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption()).decode()
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                               serialization.PublicFormat.OpenSSH).decode()
+    return paramiko.Ed25519Key.from_private_key(io.StringIO(pem)), public + " gpuprov-test"
+
+
+def wait_usable(provider, location, vm_name: str, deadline_s: float = 60.0) -> Observed:
+    """Poll observe until the VM is Running with an endpoint (what the core's Booting does)."""
+    end = time.monotonic() + deadline_s
+    last: List[Observed] = []
+    while time.monotonic() < end:
+        last = provider.observe(location, vm_name)
+        if len(last) == 1 and last[0].usable:
+            return last[0]
+        if any(o.status == Status.FAILED for o in last):
+            break
+        time.sleep(0.5)
+    raise AssertionError("VM %s never became usable; last observation: %r" % (vm_name, last))
+
+
+def ssh_connect(endpoint: SshEndpoint, pkey: paramiko.PKey, deadline_s: float = 60.0) -> paramiko.SSHClient:
+    """Log in with ``pkey``; retries while sshd is still coming up (generating host keys)."""
+    end = time.monotonic() + deadline_s
+    error: Optional[BaseException] = None
+    while time.monotonic() < end:
+        client = paramiko.SSHClient()
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            client.connect(endpoint.host, port=endpoint.port, username=endpoint.user or "root",
+                           pkey=pkey, allow_agent=False, look_for_keys=False,
+                           timeout=10, banner_timeout=10, auth_timeout=10)
+            return client
+        except paramiko.AuthenticationException:
+            client.close()
+            raise
+        except Exception as exc:  # not listening yet / reset while starting
+            error = exc
+            client.close()
+            time.sleep(0.5)
+    raise AssertionError("no SSH login to %s:%s: %r" % (endpoint.host, endpoint.port, error))
+
+
+def run(ssh: paramiko.SSHClient, command: str) -> Tuple[int, str, str]:
+    _stdin, stdout, stderr = ssh.exec_command(command, timeout=60)
+    out = stdout.read().decode()
+    err = stderr.read().decode()
+    return stdout.channel.recv_exit_status(), out, err

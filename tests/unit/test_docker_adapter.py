@@ -1,0 +1,480 @@
+"""The docker adapter against the REAL Docker engine: real images, containers, sshd.
+
+Tests that need the engine skip with the reason when none answers (CI has one and
+runs them). Every test uses VM names of its own and removes what it made, even
+when it fails.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location,
+    ProviderError, ResourceRequest, Status,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker import (
+    DEFAULT_BASE_IMAGE, DockerProvider, container_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
+from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
+
+LOC = Location("docker", "local")
+PREFIX = "tda-%s" % uuid.uuid4().hex[:6]   # every VM name of this session starts so
+
+
+# --- fixtures -------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def engine():
+    client, why = de.engine()
+    if client is None:
+        pytest.skip(why)
+    de.ensure_base_image(client, DEFAULT_BASE_IMAGE)
+    try:
+        yield client
+    finally:
+        de.remove_containers(client, PREFIX)
+
+
+@pytest.fixture(scope="session")
+def provider(engine):
+    return DockerProvider()
+
+
+@pytest.fixture(scope="session")
+def prepared(provider):
+    """The sshd image, built once per session (a no-op when it exists)."""
+    spec = InstanceSpec(vm_name=PREFIX + "-prep", ssh_public_key="unused")
+    offer = provider.plan(ResourceRequest(vm_name=spec.vm_name))[0]
+    return provider.prepare(offer, spec)
+
+
+@pytest.fixture
+def names(engine):
+    """Unique VM names for one test; their containers are removed at the end."""
+    made = []
+
+    def new(tag="vm"):
+        name = de.unique_name("%s-%s" % (PREFIX, tag))
+        made.append(name)
+        return name
+
+    try:
+        yield new
+    finally:
+        for name in made:
+            de.remove_containers(engine, name)
+
+
+@pytest.fixture(scope="session")
+def key():
+    return de.new_key()
+
+
+def _offer(provider, name):
+    return provider.plan(ResourceRequest(vm_name=name))[0]
+
+
+def _launch(provider, prepared, name, public_key, **spec_kwargs):
+    spec = InstanceSpec(vm_name=name, ssh_public_key=public_key, **spec_kwargs)
+    offer = _offer(provider, name)
+    instance_id = provider.create(offer, prepared, spec)
+    return instance_id, de.wait_usable(provider, LOC, name)
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+# --- without an engine ---------------------------------------------------------------
+
+def test_registry_returns_the_docker_adapter():
+    assert isinstance(get_provider("docker"), DockerProvider)
+
+
+def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
+    monkeypatch.setattr(docker_mod, "HAS_DOCKER", False)
+    with pytest.raises(ProviderError) as err:
+        DockerProvider()
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    assert "pip install -r requirements.txt" in err.value.msg
+
+
+def test_capabilities_follow_privileged():
+    plain = DockerProvider().capabilities()
+    assert plain.boot_script is True
+    assert plain.kubernetes is False and "kubernetes" in plain.unsupported
+    assert plain.k3s_access == K3sAccess.SSH_TUNNEL
+    assert plain.poll_interval_s == 1.0 and plain.boot_timeout_s <= 300
+    privileged = DockerProvider({"privileged": True}).capabilities()
+    assert privileged.kubernetes is True and privileged.unsupported == ()
+
+
+def test_default_base_image_is_what_the_build_script_makes():
+    script = de.BUILD_SCRIPT.read_text()
+    assert DockerProvider().base_image == DEFAULT_BASE_IMAGE
+    assert "GPUPROV_BASE_IMAGE:-%s}" % DEFAULT_BASE_IMAGE in script
+
+
+def test_image_tag_changes_with_the_base_image():
+    one = docker_mod.default_image_tag("sha256:aaa")
+    assert one == docker_mod.default_image_tag("sha256:aaa")
+    assert one != docker_mod.default_image_tag("sha256:bbb")
+    assert one.startswith("gpuprov/sshd:")
+
+
+@pytest.mark.parametrize("host", ["unix:///nonexistent/gpuprov/docker.sock", "tcp://127.0.0.1:%d" % _free_port()])
+def test_unreachable_engine(host):
+    """plan/prepare: Unavailable for the whole cloud (nothing exists, try other clouds);
+    create/observe/delete: Transient (something may exist; the core retries and re-observes)."""
+    provider = DockerProvider({"docker_host": host})
+    with pytest.raises(ProviderError) as err:
+        provider.plan(ResourceRequest(vm_name="unreachable"))
+    assert err.value.kind == ErrorKind.UNAVAILABLE
+    assert err.value.block_scope == BlockScope.CLOUD
+    assert host in err.value.msg and "not reachable" in err.value.msg
+    spec = InstanceSpec(vm_name="unreachable", ssh_public_key="ssh-ed25519 AAAA x")
+    offer = docker_mod.Offer(cloud="docker", region="local", instance_type="container")
+    with pytest.raises(ProviderError) as err:
+        provider.prepare(offer, spec)
+    assert err.value.kind == ErrorKind.UNAVAILABLE
+    for call in (lambda: provider.create(offer, {"image": "x"}, spec),
+                 lambda: provider.observe(LOC, "unreachable"),
+                 lambda: provider.delete(LOC, "unreachable", ["0" * 64])):
+        with pytest.raises(ProviderError) as err:
+            call()
+        assert err.value.kind == ErrorKind.TRANSIENT
+        assert "not reachable" in err.value.msg
+
+
+def test_engine_that_never_answers_is_transient():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepts connections in the kernel, never answers
+    try:
+        provider = DockerProvider({"docker_host": "tcp://127.0.0.1:%d" % listener.getsockname()[1],
+                                   "timeout": 1})
+        with pytest.raises(ProviderError) as err:
+            provider.plan(ResourceRequest(vm_name="hung"))
+        assert err.value.kind == ErrorKind.TRANSIENT
+        assert "did not answer" in err.value.msg
+    finally:
+        listener.close()
+
+
+def test_bad_docker_host_url_is_invalid_request():
+    with pytest.raises(ProviderError) as err:
+        DockerProvider({"docker_host": "bogus://nowhere"}).plan(ResourceRequest(vm_name="x"))
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    assert "bogus://nowhere" in err.value.msg
+
+
+def test_cleanup_is_a_no_op():
+    provider = DockerProvider({"docker_host": "unix:///nonexistent/gpuprov/docker.sock"})
+    assert provider.cleanup(LOC, "anything") is None
+    assert provider.cleanup(LOC, "anything") is None
+
+
+# --- plan ------------------------------------------------------------------------------
+
+def test_plan_one_local_offer(provider):
+    offers = provider.plan(ResourceRequest(vm_name="plan1"))
+    assert len(offers) == 1
+    offer = offers[0]
+    assert (offer.cloud, offer.region, offer.instance_type) == ("docker", "local", "container")
+    assert offer.available and offer.gpu is None and offer.gpu_count == 0
+    assert offer.offer_id == "docker:local:container"
+    assert docker_mod.Offer.from_dict(offer.to_dict()) == offer
+
+
+def test_gpu_ask_without_gpu_runtime_is_an_unavailable_offer(provider, engine):
+    offers = provider.plan(ResourceRequest(vm_name="plan2", gpu="H100", gpu_count=2))
+    assert len(offers) == 1
+    offer = offers[0]
+    if "nvidia" in (engine.info().get("Runtimes") or {}):
+        assert offer.available and offer.gpu == "H100" and offer.gpu_count == 2
+    else:
+        assert not offer.available
+        assert "exposes no GPUs" in offer.unavailable_reason
+        assert "without a GPU" in offer.unavailable_reason
+
+
+def test_other_regions_make_the_offer_unavailable(provider):
+    offer = provider.plan(ResourceRequest(vm_name="plan3", regions=["us-east-1"]))[0]
+    assert not offer.available and "local" in offer.unavailable_reason
+    assert provider.plan(ResourceRequest(vm_name="plan3", regions=["local"]))[0].available
+
+
+def test_plan_rejects_a_bad_vm_name(provider):
+    with pytest.raises(ProviderError) as err:
+        provider.plan(ResourceRequest(vm_name="Bad_Name"))
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+
+
+# --- prepare ---------------------------------------------------------------------------
+
+def test_prepare_is_idempotent(provider, prepared, engine):
+    again = provider.prepare(_offer(provider, "prep2"), InstanceSpec(vm_name="prep2", ssh_public_key="x"))
+    assert again["image"] == prepared["image"] and again["image_id"] == prepared["image_id"]
+    assert again["built"] is False
+    image = engine.images.get(prepared["image"])
+    assert image.labels.get("gpuprov-image") == "sshd"
+    # no host key is baked into the image: each container makes its own
+    out = engine.containers.run(prepared["image"], entrypoint=["sh", "-c", "ls /etc/ssh"], remove=True)
+    assert b"ssh_host_" not in out and b"sshd_config" in out
+
+
+def test_prepare_builds_a_missing_image(engine):
+    tag = "gpuprov-test/sshd:%s" % uuid.uuid4().hex[:10]
+    provider = DockerProvider({"image": tag})
+    spec = InstanceSpec(vm_name="prep3", ssh_public_key="x")
+    try:
+        first = provider.prepare(_offer(provider, "prep3"), spec)
+        assert first["built"] is True and first["image"] == tag
+        assert engine.images.get(tag).id == first["image_id"]
+        second = provider.prepare(_offer(provider, "prep3"), spec)
+        assert second["built"] is False and second["image_id"] == first["image_id"]
+    finally:
+        engine.images.remove(tag, noprune=True)
+
+
+def test_missing_base_image_is_invalid_request(engine):
+    provider = DockerProvider({"base_image": "gpuprov-test/no-such-base:%s" % uuid.uuid4().hex[:8]})
+    with pytest.raises(ProviderError) as err:
+        provider.prepare(_offer(provider, "prep4"), InstanceSpec(vm_name="prep4", ssh_public_key="x"))
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    assert "scripts/build-base-image.sh" in err.value.msg and "base_image" in err.value.msg
+
+
+def test_build_failure_is_failed_with_the_log(engine):
+    """A base image without sshd: the build's check fails; the error carries the log."""
+    repository, tag = "gpuprov-test/no-sshd", uuid.uuid4().hex[:10]
+    broken = "%s:%s" % (repository, tag)
+    fixer = engine.containers.create(DEFAULT_BASE_IMAGE, entrypoint=["rm", "-f", "/usr/sbin/sshd"])
+    try:
+        fixer.start()
+        assert fixer.wait(timeout=120)["StatusCode"] == 0
+        fixer.commit(repository=repository, tag=tag)   # the base, minus the OpenSSH server
+    finally:
+        fixer.remove(force=True)
+    try:
+        provider = DockerProvider({"base_image": broken})
+        sshd_tag = docker_mod.default_image_tag(engine.images.get(broken).id)
+        with pytest.raises(ProviderError) as err:
+            provider.prepare(_offer(provider, "prep5"), InstanceSpec(vm_name="prep5", ssh_public_key="x"))
+        assert err.value.kind == ErrorKind.FAILED
+        assert "no OpenSSH server" in err.value.msg
+        assert "last lines of the build log" in err.value.msg
+        # nothing left behind: no image under the sshd tag, no intermediate container
+        with pytest.raises(de.docker.errors.ImageNotFound):
+            engine.images.get(sshd_tag)
+        assert engine.containers.list(all=True, filters={"ancestor": broken}) == []
+    finally:
+        engine.images.remove(broken, force=True)
+
+
+# --- create / observe / SSH / delete --------------------------------------------------
+
+def test_full_lifecycle_with_a_real_ssh_login(provider, prepared, names, key, engine):
+    pkey, public = key
+    name = names("life")
+    instance_id, seen = _launch(provider, prepared, name, public)
+    assert seen.instance_id == instance_id
+    assert seen.status == Status.RUNNING
+    assert seen.endpoint.host == "127.0.0.1" and seen.endpoint.user == "root"
+    assert seen.endpoint.port != 22 and seen.location == LOC
+
+    container = engine.containers.get(instance_id)
+    assert container.name == container_name(name) == "gpuprov-" + name
+    assert container.labels[VM_NAME_TAG] == name
+    assert container.attrs["HostConfig"]["RestartPolicy"]["Name"] in ("no", "")
+    bindings = container.attrs["HostConfig"]["PortBindings"]["22/tcp"]
+    assert bindings[0]["HostIp"] == "127.0.0.1"
+
+    ssh = de.ssh_connect(seen.endpoint, pkey)
+    try:
+        rc, out, _ = de.run(ssh, "id -un; hostname; cat /etc/debian_version")
+        assert rc == 0
+        user, hostname, version = out.split()
+        assert user == "root" and hostname == name and version.startswith("12")
+    finally:
+        ssh.close()
+
+    provider.delete(LOC, name, [instance_id])
+    assert provider.observe(LOC, name) == []
+    with pytest.raises(Exception):
+        engine.containers.get(instance_id)
+    provider.delete(LOC, name, [instance_id])   # again: already gone = success
+    provider.cleanup(LOC, name)
+
+
+def test_password_and_wrong_key_logins_are_refused(provider, prepared, names, key):
+    pkey, public = key
+    name = names("auth")
+    _id, seen = _launch(provider, prepared, name, public)
+    de.ssh_connect(seen.endpoint, pkey).close()  # sshd is up
+    other, _ = de.new_key()
+    with pytest.raises(de.paramiko.AuthenticationException):
+        de.ssh_connect(seen.endpoint, other)
+
+
+def test_each_container_has_its_own_host_key(provider, prepared, names, key):
+    pkey, public = key
+    fingerprints = []
+    for tag in ("hk1", "hk2"):
+        _id, seen = _launch(provider, prepared, names(tag), public)
+        ssh = de.ssh_connect(seen.endpoint, pkey)
+        try:
+            host_key = ssh.get_transport().get_remote_server_key()
+            fingerprints.append((host_key.get_name(), host_key.get_base64()))
+        finally:
+            ssh.close()
+    assert fingerprints[0][0] == fingerprints[1][0]
+    assert fingerprints[0][1] != fingerprints[1][1]
+
+
+def test_boot_script_runs_at_start_with_its_env(provider, prepared, names, key):
+    pkey, public = key
+    token = uuid.uuid4().hex
+    script = BootScript("#!/bin/sh\nset -e\necho \"$MARKER\" > /root/boot-marker\necho booted-ok\n",
+                        env={"MARKER": token})
+    _id, seen = _launch(provider, prepared, names("boot"), public, boot_script=script)
+    ssh = de.ssh_connect(seen.endpoint, pkey)
+    try:
+        rc, out, err = de.run(ssh, "for i in $(seq 1 300); do [ -s /var/lib/gpuprov/boot.status ] && break; "
+                                   "sleep 0.2; done; cat /var/lib/gpuprov/boot.status /root/boot-marker "
+                                   "/var/log/gpuprov-boot.log")
+        assert rc == 0, err
+        assert out.split() == ["0", token, "booted-ok"]
+    finally:
+        ssh.close()
+
+
+def test_failing_boot_script_records_its_status(provider, prepared, names, key):
+    pkey, public = key
+    _id, seen = _launch(provider, prepared, names("bootfail"), public,
+                        boot_script=BootScript("echo about-to-fail >&2\nexit 7\n"))
+    ssh = de.ssh_connect(seen.endpoint, pkey)
+    try:
+        rc, out, _ = de.run(ssh, "for i in $(seq 1 300); do [ -s /var/lib/gpuprov/boot.status ] && break; "
+                                 "sleep 0.2; done; cat /var/lib/gpuprov/boot.status /var/log/gpuprov-boot.log")
+        assert rc == 0 and out.split() == ["7", "about-to-fail"]
+    finally:
+        ssh.close()
+
+
+def test_non_root_ssh_user(provider, prepared, names, key):
+    pkey, public = key
+    _id, seen = _launch(provider, prepared, names("user"), public, ssh_user="ubuntu")
+    assert seen.endpoint.user == "ubuntu"
+    ssh = de.ssh_connect(seen.endpoint, pkey)
+    try:
+        assert de.run(ssh, "id -un")[1].strip() == "ubuntu"
+    finally:
+        ssh.close()
+
+
+def test_second_create_of_the_same_name_is_transient_and_adoptable(provider, prepared, names, key):
+    _pkey, public = key
+    name = names("dup")
+    first, _seen = _launch(provider, prepared, name, public)
+    spec = InstanceSpec(vm_name=name, ssh_public_key=public)
+    with pytest.raises(ProviderError) as err:
+        provider.create(_offer(provider, name), prepared, spec)
+    assert err.value.kind == ErrorKind.TRANSIENT
+    assert "already exists" in err.value.msg
+    assert [o.instance_id for o in provider.observe(LOC, name)] == [first]
+
+
+def test_fixed_port_collision_fails_and_leaves_nothing(provider, prepared, names, key, engine):
+    _pkey, public = key
+    port = _free_port()
+    holder = names("porta")
+    DockerProvider({"ssh_port": port}).create(_offer(provider, holder), prepared,
+                                              InstanceSpec(vm_name=holder, ssh_public_key=public))
+    loser = names("portb")
+    with pytest.raises(ProviderError) as err:
+        DockerProvider({"ssh_port": port}).create(_offer(provider, loser), prepared,
+                                                  InstanceSpec(vm_name=loser, ssh_public_key=public))
+    assert err.value.kind == ErrorKind.FAILED
+    assert str(port) in err.value.msg and "already" in err.value.msg
+    assert provider.observe(LOC, loser) == []
+    assert de.containers_of(engine, loser) == []
+    assert de.wait_usable(provider, LOC, holder).endpoint.port == port
+
+
+def test_create_needs_a_key_and_a_prepared_image(provider, prepared, names):
+    name = names("bad")
+    with pytest.raises(ProviderError) as err:
+        provider.create(_offer(provider, name), prepared, InstanceSpec(vm_name=name, ssh_public_key=" "))
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    with pytest.raises(ProviderError) as err:
+        provider.create(_offer(provider, name), {}, InstanceSpec(vm_name=name, ssh_public_key="k"))
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    assert provider.observe(LOC, name) == []
+
+
+def test_observe_normalises_paused_and_exited(provider, prepared, names, key, engine):
+    _pkey, public = key
+    name = names("state")
+    instance_id, _seen = _launch(provider, prepared, name, public)
+    container = engine.containers.get(instance_id)
+    container.pause()
+    try:
+        [paused] = provider.observe(LOC, name)
+        assert paused.status == Status.STOPPED and paused.endpoint is None and not paused.usable
+    finally:
+        container.unpause()
+    container.kill(signal="SIGKILL")
+    container.wait(timeout=60)
+    [dead] = provider.observe(LOC, name)
+    assert dead.status == Status.FAILED and dead.endpoint is None
+    assert "exit code 137" in dead.reason
+    provider.delete(LOC, name, [instance_id])
+    assert provider.observe(LOC, name) == []
+
+
+def test_observe_sees_only_its_own_vm(provider, prepared, names, key):
+    _pkey, public = key
+    a, b = names("obsa"), names("obsb")
+    id_a, _ = _launch(provider, prepared, a, public)
+    id_b, _ = _launch(provider, prepared, b, public)
+    assert [o.instance_id for o in provider.observe(LOC, a)] == [id_a]
+    assert [o.instance_id for o in provider.observe(LOC, b)] == [id_b]
+    assert provider.observe(LOC, names("nothing")) == []
+
+
+def test_delete_unknown_id_succeeds(provider, names):
+    provider.delete(LOC, names("unknown"), ["0" * 64, "deadbeef"])
+    provider.delete(LOC, names("unknown"), [])
+
+
+def test_delete_refuses_another_vms_container(provider, prepared, names, key, engine):
+    _pkey, public = key
+    owner, other = names("own"), names("other")
+    instance_id, _ = _launch(provider, prepared, owner, public)
+    with pytest.raises(ProviderError) as err:
+        provider.delete(LOC, other, [instance_id])
+    assert err.value.kind == ErrorKind.INVALID_REQUEST
+    assert engine.containers.get(instance_id).status == "running"
+
+
+def test_diagnose_reports_failed_containers(provider, prepared, names, key, engine):
+    _pkey, public = key
+    name = names("diag")
+    instance_id, _ = _launch(provider, prepared, name, public)
+    assert provider.diagnose(LOC, name)["findings"] == []
+    engine.containers.get(instance_id).kill(signal="SIGKILL")
+    engine.containers.get(instance_id).wait(timeout=60)
+    report = provider.diagnose(LOC, name)
+    assert report["instances"][0]["status"] == Status.FAILED
+    assert "exit code 137" in report["findings"][0]

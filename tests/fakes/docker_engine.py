@@ -79,6 +79,31 @@ def remove_containers(client, name_prefix: str) -> None:
             pass
 
 
+def remove_image_and_build_cache(client, ref: str) -> None:
+    """Remove image ``ref`` and the intermediate images a (failed) classic build left on
+    top of it, children before parents."""
+    try:
+        root = client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return
+    generations = [{root}]
+    known = {root}
+    for _ in range(16):  # a few generations: the sshd build has a handful of steps
+        children = {i["Id"] for i in client.api.images(all=True)
+                    if i.get("ParentId") in generations[-1]} - known
+        if not children:
+            break
+        generations.append(children)
+        known |= children
+    for generation in reversed(generations[1:]):
+        for image_id in sorted(generation):
+            try:
+                client.images.remove(image_id, force=True)
+            except docker.errors.NotFound:
+                pass
+    client.images.remove(root, force=True)
+
+
 def new_key() -> Tuple[paramiko.PKey, str]:
     """A fresh ed25519 key: (paramiko private key, OpenSSH public key line)."""
     private = ed25519.Ed25519PrivateKey.generate()

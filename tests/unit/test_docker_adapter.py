@@ -279,7 +279,7 @@ def test_build_failure_is_failed_with_the_log(engine):
             engine.images.get(sshd_tag)
         assert engine.containers.list(all=True, filters={"ancestor": broken}) == []
     finally:
-        engine.images.remove(broken, force=True)
+        de.remove_image_and_build_cache(engine, broken)
 
 
 # --- create / observe / SSH / delete --------------------------------------------------

@@ -1,0 +1,454 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""AWS EC2 adapter (boto3): the seed's AWS row.
+
+=========  ==================================================================
+plan       static GPU -> instance-type ladder (aws_catalog.LADDER) x regions;
+           no API call at all. ``gpu=None`` plans small CPU types (t3.medium...).
+prepare    DescribeInstanceTypeOfferings (zones; none -> Unavailable), image
+           (ami_id option, else the public SSM parameter, else the newest image
+           matching a name filter), default-VPC default subnets in those zones,
+           per-VM security group ``gpuprov-<name>`` tagged with the VM name,
+           ingress 22 (+ 6443/80/443 with k3s_direct) from the allowed CIDRs.
+create     one RunInstances per subnet, in zone order, moving on only for
+           zone-capacity errors; fail-fast client (no SDK retries); tags on
+           instance and volumes; key + boot script as cloud-init user data;
+           ClientToken derived from the prepared attempt, so an ambiguous
+           failure re-run cannot start a second instance.
+observe    DescribeInstances by tag, live states only; endpoint once Running
+           with a public IP (public-IP lag = no endpoint yet).
+delete     TerminateInstances per id; unknown ids are success. No waiting.
+cleanup    delete the VM's security groups once no instance of it is left.
+=========  ==================================================================
+
+Options (``self.options``; all optional):
+
+``regions``            default region list for requests that name none
+                       (default aws_catalog.DEFAULT_REGIONS: us-east-1, us-east-2,
+                       us-west-2, eu-west-1, eu-central-1).
+``endpoint_url``       API endpoint for every client (moto in tests); the
+                       environment's AWS_ENDPOINT_URL is honoured too.
+``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``profile``
+                       credentials; else boto3's standard chain (env, files, SSO, IMDS).
+``ami_id``             image to use, a string or a {region: ami} mapping.
+``ami_ssm_parameter``  SSM parameter holding the image id ('' skips SSM); default
+                       the Deep Learning Base OSS Nvidia Driver (Ubuntu 22.04)
+                       parameter for GPU types, Canonical's Ubuntu 22.04 for CPU.
+``ami_name_filter``, ``ami_owners``
+                       DescribeImages fallback when the parameter cannot be read.
+``ssh_user``           login user (default "ubuntu", the default images' user).
+``allowed_cidrs``      CIDRs allowed in (InstanceSpec.allowed_cidrs wins). When
+                       neither is set, the controller's own address /32 as reported
+                       by ``controller_ip_url`` (default https://checkip.amazonaws.com;
+                       '' disables the lookup and then allowed_cidrs is required).
+                       0.0.0.0/0 is only ever used when given explicitly.
+``k3s_direct``         also open 6443/80/443 and report k3s access Direct (default
+                       false: the API is reached through an SSH tunnel).
+``boot_timeout_s``, ``poll_interval_s``  capabilities (default 900 / 10).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import ipaddress
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any, Dict, List
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
+    Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_catalog import (
+    DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_errors import (  # noqa: F401
+    GONE_CODES, ZONE_CAPACITY_CODES, classify_code, classify_error, error_code,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userdata import render_user_data
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+
+try:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+    HAS_BOTO3 = True
+except ImportError:  # pragma: no cover - sanity imports module_utils without boto3
+    boto3 = Config = None
+    BotoCoreError = ClientError = Exception
+    HAS_BOTO3 = False
+
+SSH_USER_TAG = "gpuprov-ssh-user"
+SG_PREFIX = "gpuprov-"
+LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+_STATUS = {"pending": Status.PENDING, "running": Status.RUNNING, "stopping": Status.STOPPING,
+           "stopped": Status.STOPPED, "shutting-down": Status.TERMINATING}
+# StateReason codes of an instance that stopped or is going away on its own.
+_FAILED_REASON_CODES = ("Client.VolumeLimitExceeded", "Client.InternalError",
+                        "Client.InvalidSnapshot.NotFound", "Client.InvalidKMSKey.InvalidState")
+K3S_DIRECT_PORTS = (6443, 80, 443)
+DEFAULT_CONTROLLER_IP_URL = "https://checkip.amazonaws.com"
+_MISSING_PARAMETER_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "AccessDeniedException")
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
+
+
+def _classified(method):
+    """Turn every SDK exception a primitive lets out into a classified ProviderError."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except ProviderError:
+            raise
+        except (BotoCoreError, ClientError) as exc:
+            raise classify_error(exc) from exc
+    return wrapper
+
+
+def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instance_type: str, spot: bool) -> str:
+    """RunInstances idempotency token for one attempt in one subnet.
+
+    Stable while the prepared attempt is (so a re-run after an ambiguous failure
+    returns the instance instead of starting a second one) and new once the core's
+    compensation has removed the security group and prepare has made another.
+    """
+    basis = json.dumps([vm_name, prepared.get("security_group_id"), subnet_id, instance_type,
+                        prepared.get("image_id"), bool(spot)])
+    return "gpuprov-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:48]
+
+
+class AwsProvider(Provider):
+    name = "aws"
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        if not HAS_BOTO3:
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "clouds: the aws adapter requires boto3; pip install -r requirements.txt")
+        self._session = None
+        self._clients: Dict[Any, Any] = {}
+        self._controller_cidrs: List[str] = []
+
+    # -- contract -------------------------------------------------------------------
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            kubernetes=True, boot_script=True, spot=True,
+            k3s_access=K3sAccess.DIRECT if self._k3s_direct else K3sAccess.SSH_TUNNEL,
+            boot_timeout_s=float(self.options.get("boot_timeout_s", 900)),
+            poll_interval_s=float(self.options.get("poll_interval_s", 10)),
+        )
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        """Static ladder x regions, type-major (cheapest rung first, regions in order)."""
+        validate_vm_name(request.vm_name)
+        gpu = canonical_gpu(request.gpu)
+        rungs = rungs_for(gpu, request.gpu_count)
+        regions = regions_for(request.regions, self.options.get("regions"))
+        spot = bool(request.spot)
+        return [
+            Offer(cloud=self.name, region=region, instance_type=rung.instance_type, gpu=rung.gpu,
+                  gpu_count=rung.count, price_per_hour=None if spot else rung.price, spot=spot,
+                  detail={"vcpus": rung.vcpus, "memory_gib": rung.memory_gib, "on_demand_price": rung.price})
+            for rung in rungs for region in regions
+        ]
+
+    @_classified
+    def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
+        name = validate_vm_name(spec.vm_name)
+        ports = self._ports(spec)
+        cidrs = self._allowed_cidrs(spec)
+        ec2 = self._client("ec2", offer.region)
+        zones = self._offering_zones(ec2, offer)
+        image_id, image_source = self._image(ec2, offer)
+        vpc_id, subnets = self._subnets(ec2, offer, zones)
+        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs)
+        return {
+            "region": offer.region, "instance_type": offer.instance_type, "zones": zones,
+            "image_id": image_id, "image_source": image_source, "vpc_id": vpc_id, "subnets": subnets,
+            "security_group_id": group_id, "ports": ports, "allowed_cidrs": cidrs,
+        }
+
+    @_classified
+    def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        name = validate_vm_name(spec.vm_name)
+        subnets = list(prepared.get("subnets") or [])
+        if not subnets or not prepared.get("security_group_id") or not prepared.get("image_id"):
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "prepared: missing subnets, security group or image; run prepare first")
+        user = spec.ssh_user or self.options.get("ssh_user") or DEFAULT_SSH_USER
+        tags = [{"Key": VM_NAME_TAG, "Value": name}, {"Key": "Name", "Value": name},
+                {"Key": SSH_USER_TAG, "Value": user}]
+        params: Dict[str, Any] = {
+            "ImageId": prepared["image_id"], "InstanceType": offer.instance_type,
+            "MinCount": 1, "MaxCount": 1,
+            "UserData": render_user_data(spec, user, DEFAULT_SSH_USER),
+            "SecurityGroupIds": [prepared["security_group_id"]],
+            "TagSpecifications": [{"ResourceType": kind, "Tags": tags} for kind in ("instance", "volume")],
+        }
+        if offer.spot:
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+                "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+        ec2 = self._client("ec2", prepared.get("region") or offer.region, fail_fast=True)
+        last = None
+        for subnet in subnets:  # the one attempt, zone by zone, only past zone-capacity errors
+            try:
+                reply = ec2.run_instances(
+                    SubnetId=subnet["subnet_id"],
+                    ClientToken=client_token(name, prepared, subnet["subnet_id"], offer.instance_type, offer.spot),
+                    **params)
+            except ClientError as exc:
+                if error_code(exc) not in ZONE_CAPACITY_CODES:
+                    raise
+                last = exc
+                continue
+            return reply["Instances"][0]["InstanceId"]
+        err = classify_error(last)
+        raise ProviderError(err.kind, "%s [zones tried: %s]" % (
+            err.msg, ", ".join(s["zone"] for s in subnets)), err.block)
+
+    @_classified
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        """Every live instance tagged with the VM name in the region (all zones)."""
+        ec2 = self._client("ec2", location.region)
+        found = [self._observed(inst, location.region)
+                 for inst in self._instances(ec2, [{"Name": "tag:" + VM_NAME_TAG, "Values": [vm_name]},
+                                                   {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])]
+        return sorted(found, key=lambda o: o.instance_id)
+
+    @_classified
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        ids = sorted({i for i in instance_ids or [] if i})
+        if not ids:
+            return
+        ec2 = self._client("ec2", location.region)
+        settled = set()
+        for inst in self._instances(ec2, [{"Name": "instance-id", "Values": ids}]):
+            owner = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}.get(VM_NAME_TAG)
+            if owner != vm_name:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "instance_ids: %s belongs to %s, not to VM %s"
+                                    % (inst["InstanceId"], owner or "no gpuprov VM", vm_name))
+            if inst["State"]["Name"] in ("shutting-down", "terminated"):
+                settled.add(inst["InstanceId"])
+        # One request per id: a batch fails whole on one unknown id. Ids describe does
+        # not know yet (eventual consistency right after create) are still terminated.
+        for instance_id in ids:
+            if instance_id in settled:
+                continue
+            try:
+                ec2.terminate_instances(InstanceIds=[instance_id])
+            except ClientError as exc:
+                if error_code(exc) not in GONE_CODES:
+                    raise
+
+    @_classified
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        left = self.observe(location, vm_name)
+        if left:
+            raise ProviderError(ErrorKind.TRANSIENT, "cleanup: instances of %s still present (%s)" % (
+                vm_name, ", ".join("%s %s" % (o.instance_id, o.status) for o in left)))
+        ec2 = self._client("ec2", location.region)
+        groups = ec2.describe_security_groups(
+            Filters=[{"Name": "tag:" + VM_NAME_TAG, "Values": [vm_name]}]).get("SecurityGroups", [])
+        for group_id in sorted(g["GroupId"] for g in groups):
+            try:
+                ec2.delete_security_group(GroupId=group_id)
+            except ClientError as exc:
+                if error_code(exc) != "InvalidGroup.NotFound":
+                    raise
+
+    # -- helpers --------------------------------------------------------------------
+    @property
+    def _k3s_direct(self) -> bool:
+        return _truthy(self.options.get("k3s_direct"))
+
+    def _client(self, service: str, region: str, fail_fast: bool = False):
+        """One client per (service, region, mode). Reads keep the SDK's retries;
+        the fail-fast client (RunInstances) makes exactly one HTTP attempt."""
+        key = (service, region, fail_fast)
+        if key not in self._clients:
+            if self._session is None:
+                creds = {k: self.options[k] for k in ("aws_access_key_id", "aws_secret_access_key",
+                                                      "aws_session_token") if self.options.get(k)}
+                if self.options.get("profile"):
+                    creds["profile_name"] = self.options["profile"]
+                self._session = boto3.session.Session(**creds)
+            retries = {"mode": "standard", "total_max_attempts": 1} if fail_fast else {"mode": "standard"}
+            config = Config(retries=retries, connect_timeout=10, read_timeout=60,
+                            user_agent_extra="gpuprov.cloud")
+            endpoint = self.options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or None
+            self._clients[key] = self._session.client(service, region_name=region, endpoint_url=endpoint,
+                                                      config=config)
+        return self._clients[key]
+
+    @staticmethod
+    def _instances(ec2, filters):
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page.get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    yield inst
+
+    def _observed(self, inst: Dict[str, Any], region: str) -> Observed:
+        state = inst["State"]["Name"]
+        status = _STATUS.get(state, Status.FAILED)
+        why = inst.get("StateReason") or {}
+        reason = why.get("Message") or inst.get("StateTransitionReason") or None
+        code = why.get("Code") or ""
+        if state in ("stopping", "stopped", "shutting-down") and (
+                code.startswith("Server.") or code in _FAILED_REASON_CODES):
+            status = Status.FAILED  # spot interruption, capacity loss, bad volume...
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+        user = tags.get(SSH_USER_TAG) or self.options.get("ssh_user") or DEFAULT_SSH_USER
+        public_ip = inst.get("PublicIpAddress")
+        endpoint = SshEndpoint(host=public_ip, port=22, user=user) if (
+            status == Status.RUNNING and public_ip) else None
+        zone = (inst.get("Placement") or {}).get("AvailabilityZone") or None
+        return Observed(instance_id=inst["InstanceId"], status=status, reason=reason, endpoint=endpoint,
+                        location=Location(self.name, region, zone))
+
+    def _ports(self, spec: InstanceSpec) -> List[int]:
+        ports = set(spec.open_ports or []) | {22}
+        if self._k3s_direct:
+            ports |= set(K3S_DIRECT_PORTS)
+        for port in ports:
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "open_ports: %r is not a TCP port" % (port,))
+        return sorted(ports)
+
+    def _allowed_cidrs(self, spec: InstanceSpec) -> List[str]:
+        raw = spec.allowed_cidrs or self.options.get("allowed_cidrs") or []
+        if isinstance(raw, str):
+            raw = [c.strip() for c in raw.split(",") if c.strip()]
+        if not raw:
+            raw = self._controller_cidr()
+        cidrs = set()
+        for cidr in raw:
+            try:
+                cidrs.add(str(ipaddress.ip_network(str(cidr).strip(), strict=False)))
+            except ValueError:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,))
+        return sorted(cidrs)
+
+    def _controller_cidr(self) -> List[str]:
+        """This controller's public address /32 (/128), asked of controller_ip_url once."""
+        if self._controller_cidrs:
+            return self._controller_cidrs
+        url = self.options.get("controller_ip_url", DEFAULT_CONTROLLER_IP_URL)
+        if not url:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller "
+                                "address lookup is disabled (controller_ip_url is empty)")
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 (https by default)
+                text = reply.read(100).decode("ascii", "replace").strip()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ProviderError(ErrorKind.TRANSIENT, "allowed_cidrs: not set and the controller address "
+                                "lookup at %s failed (%s); set allowed_cidrs" % (url, exc))
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set and %s answered %r, "
+                                "not an IP address; set allowed_cidrs" % (url, text[:40]))
+        self._controller_cidrs = ["%s/%d" % (address, address.max_prefixlen)]
+        return self._controller_cidrs
+
+    def _offering_zones(self, ec2, offer: Offer) -> List[str]:
+        zones = set()
+        pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": [offer.instance_type]}])
+        for page in pages:
+            zones.update(o["Location"] for o in page.get("InstanceTypeOfferings", []))
+        if offer.zone:
+            zones &= {offer.zone}
+        if not zones:
+            raise ProviderError(ErrorKind.UNAVAILABLE, "%s is not offered in %s" % (
+                offer.instance_type, offer.zone or offer.region), BlockScope.INSTANCE_TYPE)
+        return sorted(zones)
+
+    def _image(self, ec2, offer: Offer):
+        """(image id, where it came from): ami_id option, SSM parameter, name filter."""
+        ami = self.options.get("ami_id")
+        if isinstance(ami, dict):
+            ami = ami.get(offer.region)
+        if ami:
+            if not ec2.describe_images(ImageIds=[ami]).get("Images"):
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "ami_id: %s does not exist in %s" % (ami, offer.region))
+            return ami, "ami_id"
+        wanted = image_defaults(offer.gpu, self.options)
+        if wanted["ssm"]:
+            try:
+                reply = self._client("ssm", offer.region).get_parameter(Name=wanted["ssm"])
+                return reply["Parameter"]["Value"], "ssm:" + wanted["ssm"]
+            except ClientError as exc:
+                if error_code(exc) not in _MISSING_PARAMETER_CODES:
+                    raise
+        images = ec2.describe_images(Owners=wanted["owners"], Filters=[
+            {"Name": "name", "Values": [wanted["name"]]}, {"Name": "state", "Values": ["available"]},
+            {"Name": "architecture", "Values": ["x86_64"]}]).get("Images", [])
+        if not images:
+            raise ProviderError(ErrorKind.UNAVAILABLE, "no image named %r from %s in %s; set ami_id" % (
+                wanted["name"], ",".join(wanted["owners"]), offer.region), BlockScope.REGION)
+        newest = max(images, key=lambda i: (i.get("CreationDate") or "", i["ImageId"]))
+        return newest["ImageId"], "name:" + wanted["name"]
+
+    def _subnets(self, ec2, offer: Offer, zones: List[str]):
+        vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]).get("Vpcs", [])
+        if not vpcs:
+            raise ProviderError(ErrorKind.UNAVAILABLE, "%s has no default VPC" % offer.region, BlockScope.REGION)
+        vpc_id = vpcs[0]["VpcId"]
+        found = ec2.describe_subnets(Filters=[
+            {"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "default-for-az", "Values": ["true"]},
+            {"Name": "availability-zone", "Values": zones}]).get("Subnets", [])
+        subnets = sorted(({"subnet_id": s["SubnetId"], "zone": s["AvailabilityZone"]} for s in found),
+                         key=lambda s: (zones.index(s["zone"]), s["subnet_id"]))
+        if not subnets:
+            raise ProviderError(ErrorKind.UNAVAILABLE, "the default VPC of %s has no subnet in %s" % (
+                offer.region, ", ".join(zones)), BlockScope.INSTANCE_TYPE)
+        return vpc_id, subnets
+
+    def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str]) -> str:
+        """Find or make ``gpuprov-<name>`` in the VPC and add any missing ingress rule."""
+        group_name = SG_PREFIX + name
+        filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [group_name]}]
+        groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
+        if not groups:
+            try:
+                ec2.create_security_group(
+                    GroupName=group_name, VpcId=vpc_id, Description="gpuprov.cloud: SSH to VM %s" % name,
+                    TagSpecifications=[{"ResourceType": "security-group", "Tags": [
+                        {"Key": VM_NAME_TAG, "Value": name}, {"Key": "Name", "Value": group_name}]}])
+            except ClientError as exc:
+                if error_code(exc) != "InvalidGroup.Duplicate":  # a concurrent prepare won
+                    raise
+            groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
+            if not groups:
+                raise ProviderError(ErrorKind.TRANSIENT, "security group %s not visible yet" % group_name)
+        group = groups[0]
+        if {t["Key"]: t["Value"] for t in group.get("Tags") or []}.get(VM_NAME_TAG) != name:
+            ec2.create_tags(Resources=[group["GroupId"]], Tags=[{"Key": VM_NAME_TAG, "Value": name}])
+        have = set()
+        for perm in group.get("IpPermissions") or []:
+            for rng in (perm.get("IpRanges") or []) + (perm.get("Ipv6Ranges") or []):
+                have.add((perm.get("IpProtocol"), perm.get("FromPort"), rng.get("CidrIp") or rng.get("CidrIpv6")))
+        wanted = []
+        for port in ports:
+            missing = [c for c in cidrs if ("tcp", port, c) not in have]
+            if missing:
+                wanted.append({
+                    "IpProtocol": "tcp", "FromPort": port, "ToPort": port,
+                    "IpRanges": [{"CidrIp": c, "Description": "gpuprov"} for c in missing if ":" not in c],
+                    "Ipv6Ranges": [{"CidrIpv6": c, "Description": "gpuprov"} for c in missing if ":" in c]})
+        if wanted:
+            try:
+                ec2.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=wanted)
+            except ClientError as exc:
+                if error_code(exc) == "InvalidPermission.Duplicate":  # raced: re-run reads the rules again
+                    raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name)
+                raise
+        return group["GroupId"]

@@ -40,6 +40,11 @@ Options (``self.options``):
     Bound of the single zoneOperations.wait call made by create.
 ``request_timeout_s`` (default 60)
     Timeout of every other API request.
+``read_retry_s`` (default 20)
+    Total time the SDK may spend retrying a read (get/list) that got 503/504;
+    0 turns SDK retries off. The SDK's own default (600 s) would hide a long
+    wait from the core, which owns retries, budgets and cancellation. Writes are
+    never retried by the SDK.
 
 With ``gpu`` unset the adapter plans ``e2-standard-2`` (2 vCPU, 8 GB) in the
 default zones. Each Offer is one zone; ``detail`` carries the machine type, the
@@ -63,6 +68,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp_errors
 
 try:
     import google.auth
+    from google.api_core import exceptions as gexc
+    from google.api_core import retry as gretry
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import compute_v1
     from google.oauth2 import service_account
@@ -134,6 +141,11 @@ class GcpProvider(Provider):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "boot_script_via: expected cloud-init or startup-script, got %r" % (via,))
         self.boot_via = via
+        read_retry_s = float(self.options.get("read_retry_s", 20) or 0)
+        self.read_retry = gretry.Retry(
+            initial=0.2, maximum=5.0, multiplier=2.0, timeout=read_retry_s,
+            predicate=gretry.if_exception_type(gexc.ServiceUnavailable, gexc.DeadlineExceeded),
+        ) if read_retry_s > 0 else None
         self._credentials = None
         self._clients: Dict[str, Any] = {}
 
@@ -246,7 +258,7 @@ class GcpProvider(Provider):
                 project=self.project, filter='name eq "%s"' % pattern)
             attr = "accelerator_types"
         pairs = self._call(kind + ".aggregatedList", self._client(kind).aggregated_list,
-                           request=request, timeout=self.timeout)
+                           request=request, timeout=self.timeout, retry=self.read_retry)
         found: Dict[str, set] = {}
         for scope, scoped in pairs:
             zone = scope.split("/", 1)[1] if scope.startswith("zones/") else scope
@@ -306,7 +318,7 @@ class GcpProvider(Provider):
         project = self.options.get("image_project") or default[0]
         family = self.options.get("image_family") or default[1]
         image = self._call_or_none("images.getFromFamily", self._client("images").get_from_family,
-                                   project=project, family=family, timeout=self.timeout)
+                                   project=project, family=family, timeout=self.timeout, retry=self.read_retry)
         if image is None:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "image_family: no image family %r in project %r"
                                 % (family, project))
@@ -328,7 +340,7 @@ class GcpProvider(Provider):
             source_ranges=cidrs, target_tags=[rule])
         firewalls = self._client("firewalls")
         found = self._call_or_none("firewalls.get", firewalls.get, project=self.project, firewall=rule,
-                                   timeout=self.timeout)
+                                   timeout=self.timeout, retry=self.read_retry)
         if found is None:
             try:
                 op = self._call("firewalls.insert", firewalls.insert_unary, project=self.project,
@@ -383,7 +395,8 @@ class GcpProvider(Provider):
             metadata=compute_v1.Metadata(items=items), scheduling=scheduling)
         if detail.get("attached") and detail.get("accelerator"):
             instance.guest_accelerators = [compute_v1.AcceleratorConfig(
-                accelerator_type="projects/%s/zones/%s/acceleratorTypes/%s" % (self.project, zone, detail["accelerator"]),
+                accelerator_type="projects/%s/zones/%s/acceleratorTypes/%s" % (
+                    self.project, zone, detail["accelerator"]),
                 accelerator_count=int(detail.get("accelerator_count") or offer.gpu_count))]
         return instance
 
@@ -401,7 +414,7 @@ class GcpProvider(Provider):
                 raise
             # The name exists in this zone: ours (a re-run after a lost reply) or a stranger's.
             found = self._call_or_none("instances.get", instances.get, project=self.project, zone=offer.zone,
-                                       instance=name, timeout=self.timeout)
+                                       instance=name, timeout=self.timeout, retry=self.read_retry)
             if found is not None and found.labels.get(VM_NAME_TAG) == vm:
                 return name
             raise ProviderError(ErrorKind.FAILED, "gcp instances.insert: an instance named %r without label "
@@ -415,7 +428,8 @@ class GcpProvider(Provider):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "location: gcp locations name a zone; got %s" % location)
         request = compute_v1.ListInstancesRequest(project=self.project, zone=location.zone,
                                                   filter='labels.%s = "%s"' % (VM_NAME_TAG, vm))
-        found = self._call("instances.list", self._client("instances").list, request=request, timeout=self.timeout)
+        found = self._call("instances.list", self._client("instances").list, request=request,
+                           timeout=self.timeout, retry=self.read_retry)
         at = Location(self.name, catalog.region_of(location.zone), location.zone)
         out = []
         for inst in found:

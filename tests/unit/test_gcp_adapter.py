@@ -1,0 +1,607 @@
+"""The gcp adapter driven through the real google-cloud-compute REST client against
+the HTTP fake in tests/fakes/gcp_compute.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("google.cloud.compute_v1")
+pytest.importorskip("pytest_httpserver")
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp as gcp_mod  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
+    VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer, ProviderError,
+    ResourceRequest, Status,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import GcpProvider  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.gcp_compute import GcpComputeFake  # noqa: E402
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3Y test@controller"
+CIDR = "198.51.100.7/32"
+
+
+@pytest.fixture
+def fake():
+    made = GcpComputeFake()
+    yield made
+    made.stop()
+
+
+def make(fake, **options):
+    # SDK read retries off: one injected fault = one classified error, no library sleeps.
+    opts = {"project": fake.project, "api_endpoint": fake.url, "read_retry_s": 0}
+    opts.update(options)
+    return GcpProvider(opts)
+
+
+@pytest.fixture
+def provider(fake):
+    return make(fake)
+
+
+def spec(name="train1", **kw):
+    kw.setdefault("allowed_cidrs", [CIDR])
+    return InstanceSpec(vm_name=name, ssh_public_key=KEY, **kw)
+
+
+def offer_for(provider, gpu="L4", count=1, spot=False, zone=None, **kw):
+    offers = provider.plan(ResourceRequest(vm_name="train1", gpu=gpu, gpu_count=count, spot=spot, **kw))
+    return next(o for o in offers if zone is None or o.zone == zone)
+
+
+def launched(fake, provider, name="train1", gpu="L4", count=1, spot=False, zone=None, **spec_kw):
+    offer = offer_for(provider, gpu, count, spot, zone)
+    s = spec(name, **spec_kw)
+    prepared = provider.prepare(offer, s)
+    iid = provider.create(offer, prepared, s)
+    return offer, prepared, s, iid
+
+
+def insert_body(fake):
+    bodies = [c["body"] for c in fake.calls_of("instances.insert")]
+    assert bodies, "no instances.insert reached the fake"
+    return bodies[-1]
+
+
+def metadata(body):
+    return {i["key"]: i["value"] for i in body["metadata"]["items"]}
+
+
+# -- construction and capabilities ------------------------------------------------------------
+
+
+def test_registry_builds_the_adapter(fake):
+    adapter = get_provider("gcp", {"project": fake.project, "api_endpoint": fake.url})
+    assert isinstance(adapter, GcpProvider) and adapter.name == "gcp"
+
+
+@pytest.mark.parametrize("options", [{}, {"project": ""}, {"project": 7}])
+def test_project_is_required(options):
+    with pytest.raises(ProviderError) as info:
+        GcpProvider(options)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("project:")
+
+
+def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
+    monkeypatch.setattr(gcp_mod, "HAS_GCP", False)
+    with pytest.raises(ProviderError) as info:
+        GcpProvider({"project": "p"})
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert "google-cloud-compute" in info.value.msg and "requirements.txt" in info.value.msg
+
+
+def test_bad_boot_script_via(fake):
+    with pytest.raises(ProviderError) as info:
+        make(fake, boot_script_via="floppy")
+    assert info.value.msg.startswith("boot_script_via:")
+
+
+def test_unreadable_credentials_file_is_credentials(fake, tmp_path):
+    adapter = make(fake, credentials_file=str(tmp_path / "missing.json"))
+    with pytest.raises(ProviderError) as info:
+        adapter.plan(ResourceRequest(vm_name="x", gpu="L4"))
+    assert info.value.kind == ErrorKind.CREDENTIALS and "credentials_file" in info.value.msg
+    assert fake.calls == []
+
+
+def test_capabilities(fake):
+    caps = make(fake).capabilities()
+    assert (caps.kubernetes, caps.boot_script, caps.spot) == (True, True, True)
+    assert caps.k3s_access == K3sAccess.DIRECT
+    assert make(fake, k3s_direct=False).capabilities().k3s_access == K3sAccess.SSH_TUNNEL
+    assert make(fake, k3s_direct="false").capabilities().k3s_access == K3sAccess.SSH_TUNNEL
+
+
+# -- plan --------------------------------------------------------------------------------------
+
+
+def test_plan_t4_needs_machine_type_and_accelerator_in_the_zone(fake, provider):
+    offers = provider.plan(ResourceRequest(vm_name="train1", gpu="T4"))
+    # default region order, zones sorted within a region; asia-east1-a lists no T4
+    assert [o.zone for o in offers] == ["us-central1-a", "us-central1-b", "us-central1-c", "us-west1-b",
+                                        "europe-west4-a"]
+    first = offers[0]
+    assert (first.cloud, first.region, first.instance_type, first.gpu, first.gpu_count) == (
+        "gcp", "us-central1", "n1-standard-4", "T4", 1)
+    assert first.price_per_hour == pytest.approx(0.54) and first.spot is False
+    assert first.detail["machine_type"] == "n1-standard-4"
+    assert first.detail["accelerator"] == "nvidia-tesla-t4" and first.detail["attached"] is True
+    assert json.loads(json.dumps([o.to_dict() for o in offers]))[0]["detail"] == first.detail
+    assert Offer.from_dict(first.to_dict()) == first
+
+
+def test_plan_creates_nothing(fake, provider):
+    provider.plan(ResourceRequest(vm_name="train1", gpu="A100", gpu_count=3))
+    assert fake.instances == {} and fake.firewalls == {}
+    assert {c["method"] for c in fake.calls} == {"GET"}
+    assert fake.calls_of("machineTypes.aggregatedList")[0]["args"]["filter"] == 'name eq "a2-highgpu-4g"'
+
+
+def test_plan_rounds_up_to_the_next_size(provider):
+    offers = provider.plan(ResourceRequest(vm_name="train1", gpu="A100", gpu_count=3))
+    assert {(o.instance_type, o.gpu_count) for o in offers} == {("a2-highgpu-4g", 4)}
+    assert [o.zone for o in offers] == ["us-central1-a", "us-central1-c"]
+    assert offers[0].detail["attached"] is False
+
+
+def test_plan_h100_on_demand_and_spot(provider):
+    on_demand = provider.plan(ResourceRequest(vm_name="t", gpu="H100", gpu_count=1))
+    assert {(o.instance_type, o.zone) for o in on_demand} == {
+        ("a3-highgpu-8g", "us-central1-b"), ("a3-highgpu-8g", "us-east4-c")}
+    spot = provider.plan(ResourceRequest(vm_name="t", gpu="h100-sxm", gpu_count=1, spot=True))
+    assert [(o.instance_type, o.zone, o.spot, o.price_per_hour) for o in spot] == [
+        ("a3-highgpu-1g", "us-central1-b", True, None)]
+
+
+def test_plan_respects_request_regions_and_zone_option(fake, provider):
+    offers = provider.plan(ResourceRequest(vm_name="t", gpu="L4", regions=["europe-west4", "us-west1"]))
+    assert [o.zone for o in offers] == ["europe-west4-a", "us-west1-b"]
+    pinned = make(fake, zones=["us-west1-b", "us-central1-b"]).plan(ResourceRequest(vm_name="t", gpu="L4"))
+    assert [o.zone for o in pinned] == ["us-west1-b", "us-central1-b"]
+    assert make(fake, regions="us-west1").plan(ResourceRequest(vm_name="t", gpu="L4"))[0].zone == "us-west1-b"
+
+
+def test_plan_cpu_only(provider):
+    offers = provider.plan(ResourceRequest(vm_name="t", gpu=None))
+    assert {o.instance_type for o in offers} == {"e2-standard-2"}
+    assert all(o.gpu is None and o.gpu_count == 0 for o in offers)
+    # asia-east1 is not a default region
+    assert "asia-east1-a" not in {o.zone for o in offers} and "us-central1-a" in {o.zone for o in offers}
+
+
+@pytest.mark.parametrize("gpu,count,field", [("MI300X", 1, "gpu:"), ("A100", 32, "gpu_count:"),
+                                             ("L4", 0, "gpu_count:"), ("warp-drive", 1, "gpu:")])
+def test_plan_unplannable_is_invalid_request(fake, provider, gpu, count, field):
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="t", gpu=gpu, gpu_count=count))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith(field)
+    assert fake.calls == []
+
+
+def test_plan_follows_pagination(fake):
+    fake.page_size = 2
+    offers = make(fake).plan(ResourceRequest(vm_name="t", gpu="T4"))
+    assert len(offers) == 5
+    pages = fake.calls_of("machineTypes.aggregatedList")
+    assert len(pages) > 1 and pages[1]["args"]["pageToken"] == "2"
+
+
+@pytest.mark.parametrize("status,reason,kind", [(503, "backendError", ErrorKind.TRANSIENT),
+                                                (403, "forbidden", ErrorKind.CREDENTIALS),
+                                                (401, "required", ErrorKind.CREDENTIALS),
+                                                (429, "rateLimitExceeded", ErrorKind.TRANSIENT)])
+def test_plan_errors(fake, provider, status, reason, kind):
+    fake.fail_next("machineTypes.aggregatedList", status, reason)
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="t", gpu="L4"))
+    assert info.value.kind == kind
+
+
+def test_sdk_retries_a_read_within_its_bound(fake):
+    adapter = make(fake, read_retry_s=10)
+    fake.fail_next("machineTypes.aggregatedList", 503, "backendError")
+    assert adapter.plan(ResourceRequest(vm_name="t", gpu="L4"))
+    assert len(fake.calls_of("machineTypes.aggregatedList")) == 2
+    # writes are never retried by the SDK
+    offer = offer_for(adapter)
+    prepared = adapter.prepare(offer, spec())
+    fake.fail_next("instances.insert", 503, "backendError")
+    with pytest.raises(ProviderError) as info:
+        adapter.create(offer, prepared, spec())
+    assert info.value.kind == ErrorKind.TRANSIENT and len(fake.calls_of("instances.insert")) == 1
+
+
+def test_unknown_project_is_invalid_request(fake):
+    with pytest.raises(ProviderError) as info:
+        GcpProvider({"project": "someone-else", "api_endpoint": fake.url, "read_retry_s": 0}).plan(ResourceRequest(vm_name="t", gpu="L4"))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("project:")
+
+
+# -- prepare -----------------------------------------------------------------------------------
+
+
+def test_prepare_creates_the_per_vm_firewall_and_resolves_the_image(fake, provider):
+    offer = offer_for(provider)
+    prepared = provider.prepare(offer, spec())
+    rule = fake.firewalls["gpuprov-train1"]
+    assert rule["sourceRanges"] == [CIDR] and "0.0.0.0/0" not in rule["sourceRanges"]
+    assert rule["targetTags"] == ["gpuprov-train1"] and rule["direction"] == "INGRESS"
+    assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["22", "80", "443", "6443"]}]
+    assert rule["network"].endswith("/global/networks/default")
+    assert "%s=train1" % VM_NAME_TAG in rule["description"]
+    assert prepared["image"].endswith("/projects/ubuntu-os-accelerator-images/global/images/"
+                                      "ubuntu-accelerator-2204-amd64-with-nvidia-550-v20261120")
+    assert prepared["network_tag"] == "gpuprov-train1" and prepared["ports"] == [22, 80, 443, 6443]
+    assert json.loads(json.dumps(prepared)) == prepared
+    assert fake.calls_of("images.getFromFamily")[0]["path"].endswith(
+        "/projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2204-amd64-with-nvidia-550")
+
+
+def test_prepare_is_idempotent(fake, provider):
+    offer = offer_for(provider)
+    first = provider.prepare(offer, spec())
+    before = json.dumps(fake.firewalls, sort_keys=True)
+    second = provider.prepare(offer, spec())
+    assert second == first
+    assert json.dumps(fake.firewalls, sort_keys=True) == before
+    assert len(fake.calls_of("firewalls.insert")) == 1 and fake.calls_of("firewalls.patch") == []
+
+
+def test_prepare_updates_a_drifted_rule(fake, provider):
+    offer = offer_for(provider)
+    provider.prepare(offer, spec())
+    provider.prepare(offer, spec(allowed_cidrs=["203.0.113.0/24", CIDR]))
+    assert len(fake.calls_of("firewalls.patch")) == 1
+    assert fake.firewalls["gpuprov-train1"]["sourceRanges"] == ["198.51.100.7/32", "203.0.113.0/24"]
+
+
+def test_prepare_ssh_only_without_k3s_direct(fake):
+    adapter = make(fake, k3s_direct=False)
+    adapter.prepare(offer_for(adapter), spec(open_ports=[22, 8888]))
+    assert fake.firewalls["gpuprov-train1"]["allowed"][0]["ports"] == ["22", "8888"]
+
+
+def test_prepare_cidrs_from_options_and_never_open_by_default(fake):
+    adapter = make(fake, allowed_cidrs=["192.0.2.1"])
+    adapter.prepare(offer_for(adapter), spec(allowed_cidrs=[]))
+    assert fake.firewalls["gpuprov-train1"]["sourceRanges"] == ["192.0.2.1/32"]
+    fake.firewalls.clear()
+    provider = make(fake)
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer_for(provider), spec(allowed_cidrs=[]))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("allowed_cidrs:")
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer_for(provider), spec(allowed_cidrs=["not-a-cidr"]))
+    assert info.value.msg.startswith("allowed_cidrs:")
+    assert fake.firewalls == {}
+
+
+def test_prepare_opens_the_world_only_when_asked(fake, provider):
+    provider.prepare(offer_for(provider), spec(allowed_cidrs=["0.0.0.0/0"]))
+    assert fake.firewalls["gpuprov-train1"]["sourceRanges"] == ["0.0.0.0/0"]
+
+
+def test_prepare_cpu_offer_uses_the_plain_image(fake, provider):
+    prepared = provider.prepare(offer_for(provider, gpu=None), spec())
+    assert "/projects/ubuntu-os-cloud/global/images/" in prepared["image"]
+
+
+def test_prepare_unknown_image_family(fake):
+    adapter = make(fake, image_family="no-such-family")
+    with pytest.raises(ProviderError) as info:
+        adapter.prepare(offer_for(adapter), spec())
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("image_family:")
+
+
+def test_prepare_tolerates_a_concurrent_insert(fake, provider):
+    fake.fail_next("firewalls.insert", 409, "alreadyExists")
+    prepared = provider.prepare(offer_for(provider), spec())
+    assert prepared["firewall"] == "gpuprov-train1"
+
+
+def test_prepare_errors(fake, provider):
+    fake.fail_next("firewalls.insert", 403, "forbidden", "Required 'compute.firewalls.create' permission")
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer_for(provider), spec())
+    assert info.value.kind == ErrorKind.CREDENTIALS
+    fake.fail_next("firewalls.get", 503)
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer_for(provider), spec())
+    assert info.value.kind == ErrorKind.TRANSIENT
+
+
+# -- create ------------------------------------------------------------------------------------
+
+
+def test_create_sends_labels_tags_metadata_and_scheduling(fake, provider):
+    boot = BootScript("#!/bin/bash\necho k3s", {"K3S_SAN": "x"})
+    offer, prepared, s, iid = launched(fake, provider, boot_script=boot)
+    assert iid == "train1"
+    body = insert_body(fake)
+    assert body["name"] == "train1"
+    assert body["labels"] == {VM_NAME_TAG: "train1"}
+    assert body["tags"]["items"] == ["gpuprov-train1"]
+    assert body["machineType"] == "zones/%s/machineTypes/g2-standard-4" % offer.zone
+    meta = metadata(body)
+    assert meta["ssh-keys"] == "gpuprov:" + KEY
+    assert meta["user-data"] == boot.to_shell() and meta["user-data"].startswith("#!/bin/bash")
+    assert "startup-script" not in meta
+    assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": True}
+    assert "guestAccelerators" not in body  # built into g2
+    disk = body["disks"][0]
+    assert disk["boot"] and disk["autoDelete"]
+    assert disk["initializeParams"]["sourceImage"] == prepared["image"]
+    assert disk["initializeParams"]["labels"] == {VM_NAME_TAG: "train1"}
+    assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
+    assert ("us-central1-a", "train1") in fake.instances
+
+
+def test_create_attaches_n1_accelerators(fake, provider):
+    offer, _, _, _ = launched(fake, provider, gpu="T4", count=2)
+    body = insert_body(fake)
+    assert body["machineType"].endswith("/n1-standard-8")
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": "projects/%s/zones/%s/acceleratorTypes/nvidia-tesla-t4" % (fake.project, offer.zone),
+        "acceleratorCount": 2}]
+    assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
+
+
+def test_create_spot(fake, provider):
+    launched(fake, provider, spot=True)
+    assert insert_body(fake)["scheduling"] == {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
+                                               "onHostMaintenance": "TERMINATE", "automaticRestart": False}
+
+
+def test_create_cpu_keeps_live_migration(fake, provider):
+    launched(fake, provider, gpu=None)
+    body = insert_body(fake)
+    assert "onHostMaintenance" not in body.get("scheduling", {})
+    assert body["machineType"].endswith("/e2-standard-2")
+
+
+def test_create_a3_uses_gvnic(fake, provider):
+    launched(fake, provider, gpu="H100", count=8, zone="us-east4-c")
+    assert insert_body(fake)["networkInterfaces"][0]["nicType"] == "GVNIC"
+
+
+def test_create_startup_script_and_ssh_user(fake):
+    adapter = make(fake, boot_script_via="startup-script")
+    boot = BootScript("echo hi", {"A": "1"})
+    launched(fake, adapter, ssh_user="ubuntu", boot_script=boot)
+    meta = metadata(insert_body(fake))
+    assert meta["startup-script"] == boot.to_shell() and "user-data" not in meta
+    assert meta["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
+
+
+def test_create_names_starting_with_a_digit(fake, provider):
+    _, _, _, iid = launched(fake, provider, name="1train")
+    assert iid == "g-1train" and insert_body(fake)["labels"] == {VM_NAME_TAG: "1train"}
+
+
+def test_create_is_idempotent_for_our_instance(fake, provider):
+    offer, prepared, s, iid = launched(fake, provider)
+    assert provider.create(offer, prepared, s) == iid
+    assert len(fake.instances) == 1
+    assert len(fake.calls_of("instances.insert")) == 2 and len(fake.calls_of("instances.get")) == 1
+
+
+def test_create_refuses_a_stranger_with_the_same_name(fake, provider):
+    offer, prepared, s, iid = launched(fake, provider)
+    fake.instances[(offer.zone, iid)]["labels"] = {"owner": "someone"}
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, s)
+    assert info.value.kind == ErrorKind.FAILED
+
+
+def _create_fails(fake, provider, **kw):
+    offer = offer_for(provider, **kw)
+    s = spec()
+    prepared = provider.prepare(offer, s)
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, s)
+    return info.value
+
+
+def test_create_zone_exhausted_is_capacity(fake, provider):
+    fake.exhaust("us-central1-a", "g2-standard-4")
+    err = _create_fails(fake, provider)
+    assert (err.kind, err.block_scope) == (ErrorKind.CAPACITY, BlockScope.OFFER)
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in err.msg
+    assert fake.instances == {}
+    # the next zone still works
+    offer = offer_for(provider, zone="us-central1-b")
+    assert provider.create(offer, provider.prepare(offer, spec()), spec()) == "train1"
+
+
+@pytest.mark.parametrize("code,metric,kind,block", [
+    ("ZONE_RESOURCE_POOL_EXHAUSTED", None, ErrorKind.CAPACITY, BlockScope.OFFER),
+    ("QUOTA_EXCEEDED", "GPUS_ALL_REGIONS", ErrorKind.QUOTA, BlockScope.CLOUD),
+    ("QUOTA_EXCEEDED", "NVIDIA_L4_GPUS", ErrorKind.QUOTA, BlockScope.REGION),
+    ("SOMETHING_UNHEARD_OF", None, ErrorKind.FAILED, BlockScope.OFFER),
+])
+def test_create_operation_errors(fake, provider, code, metric, kind, block):
+    fake.fail_next_insert(code, quota_metric=metric, http_status=None if code != "SOMETHING_UNHEARD_OF" else 0)
+    err = _create_fails(fake, provider)
+    assert (err.kind, err.block_scope) == (kind, block)
+    assert fake.instances == {}
+
+
+@pytest.mark.parametrize("status,reason,kind", [
+    (403, "forbidden", ErrorKind.CREDENTIALS), (401, "required", ErrorKind.CREDENTIALS),
+    (400, "invalid", ErrorKind.INVALID_REQUEST), (429, "rateLimitExceeded", ErrorKind.TRANSIENT),
+    (503, "backendError", ErrorKind.TRANSIENT), (403, "quotaExceeded", ErrorKind.QUOTA),
+])
+def test_create_http_errors(fake, provider, status, reason, kind):
+    fake.fail_next("instances.insert", status, reason)
+    assert _create_fails(fake, provider).kind == kind
+    assert fake.instances == {}
+
+
+def test_create_rejected_by_the_api_is_invalid_request(fake, provider):
+    offer = offer_for(provider)
+    s = spec()
+    prepared = provider.prepare(offer, s)
+    offer.detail["machine_type"] = "g2-standard-999"
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, s)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and "g2-standard-999" in info.value.msg
+
+
+def test_create_waits_once_on_a_running_operation(fake, provider):
+    fake.op_mode = "pending"
+    _, _, _, iid = launched(fake, provider)
+    assert iid == "train1"
+    waits = fake.calls_of("zoneOperations.wait")
+    assert len(waits) == 1 and "/zones/us-central1-a/operations/operation-" in waits[0]["path"]
+
+
+def test_create_operation_still_running_after_the_wait_is_transient(fake, provider):
+    fake.op_mode = "stuck"
+    err = _create_fails(fake, provider)
+    assert err.kind == ErrorKind.TRANSIENT and "still" in err.msg
+    assert len(fake.calls_of("zoneOperations.wait")) == 1
+
+
+def test_create_without_zone_is_invalid(fake, provider):
+    offer = offer_for(provider)
+    offer.zone = None
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, {"image": "x", "network_tag": "t"}, spec())
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+
+
+# -- observe / delete / cleanup ------------------------------------------------------------------
+
+
+def test_observe_by_label(fake, provider):
+    offer, _, _, iid = launched(fake, provider)
+    launched(fake, provider, name="other")
+    found = provider.observe(offer.location, "train1")
+    assert [o.instance_id for o in found] == [iid]
+    assert found[0].status == Status.PENDING and found[0].endpoint is None and not found[0].usable
+    assert found[0].location == Location("gcp", "us-central1", "us-central1-a")
+    assert fake.calls_of("instances.list")[-1]["args"]["filter"] == 'labels.%s = "train1"' % VM_NAME_TAG
+    fake.settle(offer.zone, iid)
+    found = provider.observe(offer.location, "train1")
+    assert found[0].status == Status.RUNNING and found[0].usable
+    assert found[0].endpoint.host.startswith("203.0.113.") and found[0].endpoint.port == 22
+    assert found[0].endpoint.user == "gpuprov"
+    assert provider.observe(Location("gcp", "us-central1", "us-central1-b"), "train1") == []
+
+
+@pytest.mark.parametrize("gcp_status,status", [
+    ("PROVISIONING", Status.PENDING), ("STAGING", Status.PENDING), ("REPAIRING", Status.PENDING),
+    ("RUNNING", Status.RUNNING), ("STOPPING", Status.STOPPING), ("SUSPENDING", Status.STOPPING),
+    ("TERMINATED", Status.STOPPED), ("SUSPENDED", Status.STOPPED),
+])
+def test_observe_status_mapping(fake, provider, gcp_status, status):
+    offer, _, _, iid = launched(fake, provider)
+    fake.set_status(offer.zone, iid, gcp_status)
+    (seen,) = provider.observe(offer.location, "train1")
+    assert seen.status == status
+    assert (seen.endpoint is not None) == (gcp_status == "RUNNING")
+    assert (seen.reason is None) == (gcp_status == "RUNNING")
+
+
+def test_observe_reports_the_ssh_user_create_used(fake, provider):
+    offer, _, _, iid = launched(fake, provider, ssh_user="ubuntu")
+    fake.settle(offer.zone, iid)
+    assert provider.observe(offer.location, "train1")[0].endpoint.user == "ubuntu"
+
+
+def test_observe_pages(fake, provider):
+    fake.page_size = 1
+    offer, prepared, _, _ = launched(fake, provider)
+    for other in ("b1", "b2", "b3"):
+        provider.create(offer, prepared, spec(other))
+    assert [o.instance_id for o in provider.observe(offer.location, "train1")] == ["train1"]
+    # the fake applies the filter server-side, so one page holds the match
+    assert all(c["args"].get("filter") for c in fake.calls_of("instances.list"))
+
+
+def test_observe_errors(fake, provider):
+    fake.fail_next("instances.list", 503)
+    with pytest.raises(ProviderError) as info:
+        provider.observe(Location("gcp", "us-central1", "us-central1-a"), "train1")
+    assert info.value.kind == ErrorKind.TRANSIENT
+    with pytest.raises(ProviderError) as info:
+        provider.observe(Location("gcp", "us-central1"), "train1")
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+
+
+def test_delete_is_idempotent_and_does_not_wait(fake, provider):
+    offer, _, _, iid = launched(fake, provider)
+    calls_before = len(fake.calls)
+    provider.delete(offer.location, "train1", [iid])
+    provider.delete(offer.location, "train1", [iid])  # 404 = already gone = success
+    provider.delete(offer.location, "train1", ["never-existed"])
+    assert fake.instances == {}
+    keys = [c["key"] for c in fake.calls[calls_before:]]
+    assert keys == ["instances.delete"] * 3
+    assert provider.observe(offer.location, "train1") == []
+
+
+def test_delete_then_observe_stopping_then_gone(fake, provider):
+    fake.delete_lag = 1
+    offer, _, _, iid = launched(fake, provider)
+    provider.delete(offer.location, "train1", [iid])
+    assert [o.status for o in provider.observe(offer.location, "train1")] == [Status.STOPPING]
+    assert provider.observe(offer.location, "train1") == []
+
+
+def test_delete_errors(fake, provider):
+    offer, _, _, iid = launched(fake, provider)
+    fake.fail_next("instances.delete", 403, "forbidden")
+    with pytest.raises(ProviderError) as info:
+        provider.delete(offer.location, "train1", [iid])
+    assert info.value.kind == ErrorKind.CREDENTIALS
+    assert (offer.zone, iid) in fake.instances
+
+
+def test_cleanup_deletes_the_rule_idempotently(fake, provider):
+    offer, _, _, iid = launched(fake, provider)
+    provider.delete(offer.location, "train1", [iid])
+    provider.cleanup(offer.location, "train1")
+    assert fake.firewalls == {}
+    provider.cleanup(offer.location, "train1")
+    assert len(fake.calls_of("firewalls.delete")) == 2
+    fake.fail_next("firewalls.delete", 429, "rateLimitExceeded")
+    with pytest.raises(ProviderError) as info:
+        provider.cleanup(offer.location, "train1")
+    assert info.value.kind == ErrorKind.TRANSIENT
+
+
+def test_full_round_leaves_nothing(fake, provider):
+    offer, _, _, iid = launched(fake, provider, boot_script=BootScript("echo hi"))
+    fake.settle(offer.zone, iid)
+    assert provider.observe(offer.location, "train1")[0].usable
+    provider.delete(offer.location, "train1", [o.instance_id for o in provider.observe(offer.location, "train1")])
+    provider.cleanup(offer.location, "train1")
+    assert fake.instances == {} and fake.firewalls == {}
+
+
+# -- catalogue helpers -----------------------------------------------------------------------------
+
+
+def test_names_fit_gcp_limits():
+    long_a, long_b = "a" * 60 + "xyz", "a" * 60 + "xyw"
+    for vm in (long_a, long_b, "9" * 63):
+        assert len(gcp_catalog.firewall_name(vm)) <= 63 and len(gcp_catalog.instance_name(vm)) <= 63
+        assert gcp_catalog.firewall_name(vm)[0].isalpha() and gcp_catalog.instance_name(vm)[0].isalpha()
+    assert gcp_catalog.firewall_name(long_a) != gcp_catalog.firewall_name(long_b)
+    assert gcp_catalog.firewall_name("train1") == "gpuprov-train1"
+    assert gcp_catalog.instance_name("train1") == "train1"
+
+
+def test_ladder_shape():
+    for rung in gcp_catalog.LADDER:
+        assert rung.machine_type.split("-")[0] in ("e2", "n1", "g2", "a2", "a3", "a4")
+        assert rung.attached == rung.machine_type.startswith("n1-")
+        assert (rung.gpu is None) == (rung.accelerator is None)
+    assert gcp_catalog.select_rungs("A100-80GB", 2, False)[0].machine_type == "a2-ultragpu-2g"
+    assert gcp_catalog.select_rungs("H200", 1, False)[0].machine_type == "a3-ultragpu-8g"
+    assert gcp_catalog.region_of("europe-west4-a") == "europe-west4"

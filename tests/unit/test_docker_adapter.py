@@ -7,7 +7,11 @@ when it fails.
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -176,6 +180,33 @@ def test_bad_docker_host_url_is_invalid_request():
         DockerProvider({"docker_host": "bogus://nowhere"}).plan(ResourceRequest(vm_name="x"))
     assert err.value.kind == ErrorKind.INVALID_REQUEST
     assert "bogus://nowhere" in err.value.msg
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root and setpriv to run a client as an unprivileged user")
+def test_socket_permission_denied_is_credentials(tmp_path):
+    """What a user outside the docker group gets: a clear Credentials error, not 'unreachable'."""
+    tmp_path.chmod(0o755)
+    path = tmp_path / "docker.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    path.chmod(0)
+    code = (
+        "from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker import DockerProvider\n"
+        "from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import *\n"
+        "try:\n"
+        "    DockerProvider({'docker_host': 'unix://%s'}).plan(ResourceRequest(vm_name='x'))\n"
+        "except ProviderError as e:\n"
+        "    print(e.kind + '|' + e.msg)\n" % path)
+    try:
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    finally:
+        server.close()
+    kind, _, msg = proc.stdout.strip().partition("|")
+    assert kind == ErrorKind.CREDENTIALS, (proc.stdout, proc.stderr)
+    assert "permission denied" in msg and "docker group" in msg
 
 
 def test_cleanup_is_a_no_op():

@@ -293,6 +293,11 @@ class DockerProvider(Provider):
                 ErrorKind.TRANSIENT,
                 "%sthe Docker engine at %s did not answer in time during %s: %s"
                 % (prefix, self._where(), primitive, exc))
+        if any(isinstance(e, PermissionError) for e in _chain(exc)):
+            return ProviderError(
+                ErrorKind.CREDENTIALS,
+                "%spermission denied on the Docker engine at %s (%s); run as a member of the "
+                "docker group or set docker_host" % (prefix, self._where(), exc))
         if _is_unreachable(exc):
             msg = ("%sthe Docker engine is not reachable at %s (%s); start dockerd or set the "
                    "docker_host option / DOCKER_HOST" % (prefix, self._where(), exc))

@@ -449,6 +449,9 @@ class GcpComputeFake:
         if (accels or MACHINE_TYPES[mt][2]) and sched.get("onHostMaintenance") != "TERMINATE":
             raise self._invalid("resource.scheduling.onHostMaintenance", sched.get("onHostMaintenance", "MIGRATE"),
                                 "Instances with guest accelerators do not support live migration.")
+        if sched.get("provisioningModel") == "SPOT" and sched.get("onHostMaintenance") != "TERMINATE":
+            raise self._invalid("resource.scheduling.onHostMaintenance", sched.get("onHostMaintenance", "MIGRATE"),
+                                "Spot VMs must terminate on host maintenance.")
         if sched.get("provisioningModel") == "SPOT" and sched.get("automaticRestart"):
             raise self._invalid("resource.scheduling.automaticRestart", "true",
                                 "Automatic restart must be false for Spot VMs.")

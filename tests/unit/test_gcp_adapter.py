@@ -356,6 +356,20 @@ def test_create_spot(fake, provider):
                                                "onHostMaintenance": "TERMINATE", "automaticRestart": False}
 
 
+def test_create_cpu_spot_terminates_on_maintenance(fake, provider):
+    launched(fake, provider, gpu=None, spot=True)
+    assert insert_body(fake)["scheduling"] == {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
+                                               "onHostMaintenance": "TERMINATE", "automaticRestart": False}
+
+
+@pytest.mark.parametrize("field,value", [("request_timeout_s", "soon"), ("operation_timeout_s", -1),
+                                         ("read_retry_s", [])])
+def test_numeric_options_are_checked(fake, field, value):
+    with pytest.raises(ProviderError) as info:
+        make(fake, **{field: value})
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith(field + ":")
+
+
 def test_create_cpu_keeps_live_migration(fake, provider):
     launched(fake, provider, gpu=None)
     body = insert_body(fake)

@@ -134,14 +134,14 @@ class GcpProvider(Provider):
         self.project = project.strip()
         self.k3s_direct = _truthy(self.options.get("k3s_direct"), True)
         self.network = self.options.get("network") or "default"
-        self.op_timeout = float(self.options.get("operation_timeout_s") or 120)
-        self.timeout = float(self.options.get("request_timeout_s") or 60)
+        self.op_timeout = self._number("operation_timeout_s", 120)
+        self.timeout = self._number("request_timeout_s", 60)
         via = self.options.get("boot_script_via") or "cloud-init"
         if via not in ("cloud-init", "startup-script"):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "boot_script_via: expected cloud-init or startup-script, got %r" % (via,))
         self.boot_via = via
-        read_retry_s = float(self.options.get("read_retry_s", 20) or 0)
+        read_retry_s = self._number("read_retry_s", 20)
         self.read_retry = gretry.Retry(
             initial=0.2, maximum=5.0, multiplier=2.0, timeout=read_retry_s,
             predicate=gretry.if_exception_type(gexc.ServiceUnavailable, gexc.DeadlineExceeded),
@@ -150,6 +150,16 @@ class GcpProvider(Provider):
         self._clients: Dict[str, Any] = {}
 
     # -- plumbing -------------------------------------------------------------------
+
+    def _number(self, field: str, default: float) -> float:
+        value = self.options.get(field)
+        try:
+            number = float(default if value is None or value == "" else value)
+        except (TypeError, ValueError):
+            number = -1.0
+        if number < 0:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: expected a number >= 0, got %r" % (field, value))
+        return number
 
     def _creds(self):
         if self._credentials is None:
@@ -371,7 +381,7 @@ class GcpProvider(Provider):
             key = "user-data" if self.boot_via == "cloud-init" else "startup-script"
             items.append(compute_v1.Items(key=key, value=spec.boot_script.to_shell()))
         scheduling = compute_v1.Scheduling()
-        if gpu:
+        if gpu or spot:  # GPUs cannot live-migrate; Spot VMs must terminate on maintenance
             scheduling.on_host_maintenance = "TERMINATE"
             scheduling.automatic_restart = not spot
         if spot:
@@ -382,7 +392,7 @@ class GcpProvider(Provider):
         disk = compute_v1.AttachedDisk(
             boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=prepared["image"], labels=labels,
-                disk_size_gb=int(self.options.get("disk_size_gb") or 100),
+                disk_size_gb=int(self._number("disk_size_gb", 100)),
                 disk_type="zones/%s/diskTypes/%s" % (zone, detail.get("disk_type") or "pd-balanced")))
         nic = compute_v1.NetworkInterface(
             network="global/networks/%s" % prepared.get("network", self.network),

@@ -26,7 +26,8 @@ Levers:
 * ``op_mode``: ``"done"`` (operations finish at once), ``"pending"`` (insert answers
   RUNNING, ``wait`` answers DONE), ``"stuck"`` (``wait`` still answers RUNNING).
 * ``set_status`` / ``settle``: move an instance (RUNNING gets a natIP).
-* ``delete_lag``: deleted instances stay STOPPING for that many reads first.
+* ``delete_lag``: deleted instances stay STOPPING for that many reads first
+  (``finish_delete`` ends that at once); ``clear_faults`` disarms pending faults.
 * ``calls`` records every request (key, method, path, args, body).
 """
 
@@ -205,6 +206,22 @@ class GcpComputeFake:
                          quota_metric: Optional[str] = None, quota_region: Optional[str] = None) -> None:
         self._insert_faults.append({"code": code, "message": message, "http_status": http_status,
                                     "quota_metric": quota_metric, "quota_region": quota_region})
+
+    def clear_faults(self) -> None:
+        """Disarm every fail_next / fail_next_insert not consumed yet (exhausted zones stay)."""
+        with self._lock:
+            self._http_faults.clear()
+            self._insert_faults.clear()
+
+    def finish_delete(self, zone: str, name: str) -> None:
+        """End a lagging deletion now (the instance is gone, its delete Operation DONE)."""
+        with self._lock:
+            inst = self.instances.get((zone, name))
+            if inst is not None and inst.get("_deleting") is not None:
+                del self.instances[(zone, name)]
+            for op in self.operations.values():
+                if op["operationType"] == "delete" and op["targetLink"].endswith("/instances/" + name):
+                    op.update({"status": "DONE", "progress": 100, "endTime": TS})
 
     def exhaust(self, zone: str, machine_type: Optional[str] = None) -> None:
         self._exhausted.add((zone, machine_type))

@@ -13,7 +13,7 @@ pytest.importorskip("google.cloud.compute_v1")
 pytest.importorskip("pytest_httpserver")
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    ErrorKind, ProviderError,
+    ErrorKind, ProviderError, Status,
 )
 
 HARNESS = pathlib.Path(__file__).resolve().parents[1] / "conformance" / "harnesses" / "gcp.py"
@@ -53,8 +53,28 @@ def test_lifecycle_and_views(harness):
     assert seen.usable and seen.instance_id == iid
     h.provider.delete(offer.location, h.spec.vm_name, [iid])
     assert h.instance_ids() == []
+    assert [o.status for o in h.provider.observe(offer.location, h.spec.vm_name)] == [Status.STOPPING]
+    h.settle_deleted(offer.location, iid)
+    assert h.provider.observe(offer.location, h.spec.vm_name) == []
     h.provider.cleanup(offer.location, h.spec.vm_name)
     assert h.resources() == set()
+    h.clear_errors()
+
+
+def test_create_unreachable_and_new_provider(harness):
+    spec = harness.spec.__class__.from_dict(dict(harness.spec.to_dict(), vm_name="conf-gcp-lag"))
+    iid = harness.create_unreachable(spec)
+    offer = harness.provider.plan(harness.request)[0]
+    (seen,) = harness.new_provider().observe(offer.location, "conf-gcp-lag")
+    assert seen.instance_id == iid and seen.endpoint is None and not seen.usable
+
+
+def test_clear_errors_disarms(harness):
+    harness.inject_error("plan", ErrorKind.CREDENTIALS)
+    harness.inject_error("create", ErrorKind.CAPACITY)
+    harness.clear_errors()
+    offer, _, iid = _launch(harness)
+    assert iid in harness.instance_ids()
 
 
 def _run(h, primitive):

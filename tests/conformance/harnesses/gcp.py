@@ -26,7 +26,7 @@ Other combinations skip with the reason. SDK read retries are off
 
 from __future__ import annotations
 
-from typing import Iterable, List, Set
+from typing import Iterable, List, Optional, Set
 
 import pytest
 
@@ -65,6 +65,7 @@ class GcpHarness(Harness):
 
     def __init__(self):
         self.fake = GcpComputeFake()
+        self.fake.delete_lag = 2  # a deleted instance reads STOPPING twice, as GCP's do, until settle_deleted
         self.provider = GcpProvider({"project": self.fake.project, "api_endpoint": self.fake.url,
                                      "read_retry_s": 0})
         self.request = ResourceRequest(vm_name="conf-gcp", gpu="L4", gpu_count=1)
@@ -99,8 +100,20 @@ class GcpHarness(Harness):
         else:
             pytest.skip("the gcp fake has no honest way to make %s raise %s" % (primitive, kind))
 
+    def clear_errors(self) -> None:
+        self.fake.clear_faults()
+
     def settle(self, location: Location, instance_id: str) -> None:
         self.fake.settle(location.zone, instance_id)
+
+    def settle_deleted(self, location: Location, instance_id: str) -> None:
+        self.fake.finish_delete(location.zone, instance_id)
+
+    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
+        """An instance that the API has accepted and not yet started: PROVISIONING, no natIP."""
+        fresh = self.new_provider()
+        offer = fresh.plan(self.request)[0]
+        return fresh.create(offer, fresh.prepare(offer, spec), spec)
 
     def resources(self) -> Set[str]:
         return ({"instance:%s/%s" % key for key in self.fake.instances}

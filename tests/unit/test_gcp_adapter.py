@@ -108,6 +108,16 @@ def test_unreadable_credentials_file_is_credentials(fake, tmp_path):
     assert fake.calls == []
 
 
+def test_missing_application_default_credentials_is_credentials(monkeypatch, tmp_path):
+    # ADC reads GOOGLE_APPLICATION_CREDENTIALS first; a missing file fails before any network use.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "adc.json"))
+    adapter = GcpProvider({"project": "p"})
+    assert adapter.capabilities().boot_script  # capabilities need no credentials
+    with pytest.raises(ProviderError) as info:
+        adapter.plan(ResourceRequest(vm_name="x", gpu="L4"))
+    assert info.value.kind == ErrorKind.CREDENTIALS and "Application Default Credentials" in info.value.msg
+
+
 def test_capabilities(fake):
     caps = make(fake).capabilities()
     assert (caps.kubernetes, caps.boot_script, caps.spot) == (True, True, True)

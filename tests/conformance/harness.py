@@ -8,11 +8,21 @@ Docker engine). ``conftest.py`` discovers those files and parametrises the suite
 
 from __future__ import annotations
 
-from typing import Iterable, List, Set
+from typing import Iterable, List, Optional, Set
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Provider, ResourceRequest,
 )
+
+ADAPTER_PACKAGE = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
+
+
+def adapter_class(provider: Provider) -> type:
+    """The adapter class behind ``provider`` (harnesses may wrap it in a subclass)."""
+    for cls in type(provider).__mro__:
+        if cls.__module__.startswith(ADAPTER_PACKAGE) and cls is not Provider:
+            return cls
+    return type(provider)
 
 
 class Harness:
@@ -45,3 +55,25 @@ class Harness:
 
     def close(self) -> None:
         """Stop servers and processes the harness started."""
+
+    # -- optional hooks (the defaults suit most fakes) ----------------------------------
+
+    def clear_errors(self) -> None:
+        """Disarm whatever inject_error armed (the suite calls it after each injected call)."""
+
+    def settle_deleted(self, location: Location, instance_id: str) -> None:
+        """Finish an asynchronous deletion (fakes that need a push); delete never waits."""
+
+    def unknown_instance_id(self) -> str:
+        """A well-formed id of an instance that does not exist in the fake."""
+        return "gpuprov-conformance-unknown"
+
+    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
+        """Make, behind the adapter's back, an instance of ``spec.vm_name`` that is not
+        reachable yet (AWS public-IP lag, a pod without sshConnection...); return its
+        id, or None when the fake cannot (the check then skips)."""
+        return None
+
+    def new_provider(self) -> Provider:
+        """A fresh adapter instance on the same fake, as after a controller crash."""
+        return adapter_class(self.provider)(dict(self.provider.options))

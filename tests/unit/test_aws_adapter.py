@@ -26,7 +26,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
-from ansible_collections.gpuprov.cloud.tests.fakes.moto_ec2 import ec2_body, moto_ec2  # noqa: F401 (fixture)
+from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as fake
+from ansible_collections.gpuprov.cloud.tests.fakes.moto_ec2 import ec2_body
+
+moto_ec2 = fake.moto_ec2   # the session fixture: the shared moto server, fake credentials in env
 
 REGION = "us-east-1"
 LOC = Location("aws", REGION)
@@ -36,18 +39,18 @@ DLAMI_FILTER = "Deep Learning AMI Ubuntu Linux*"   # the DLAMI moto ships (owner
 
 
 @pytest.fixture
-def account(moto_ec2):  # noqa: F811
+def account(moto_ec2):
     return moto_ec2.new_account()
 
 
 @pytest.fixture
-def ec2(moto_ec2, account):  # noqa: F811
+def ec2(moto_ec2, account):
     """A plain boto3 client on the same fake account, to arrange and inspect."""
     return moto_ec2.client("ec2", REGION, account)
 
 
 @pytest.fixture
-def make(moto_ec2, account):  # noqa: F811
+def make(moto_ec2, account):
     def build(**options):
         base = dict(account, endpoint_url=moto_ec2.endpoint_url, allowed_cidrs=[CIDR],
                     ami_name_filter=DLAMI_FILTER, controller_ip_url="")
@@ -84,7 +87,7 @@ def groups_of(ec2, name):
 
 # -- construction, registry, capabilities --------------------------------------------------
 
-def test_registry_builds_the_adapter(moto_ec2):  # noqa: F811
+def test_registry_builds_the_adapter(moto_ec2):
     provider = get_provider("aws", {"region": REGION})
     assert isinstance(provider, AwsProvider) and provider.name == "aws"
 
@@ -107,7 +110,7 @@ def test_capabilities_default_and_k3s_direct(make):
 
 # -- plan -------------------------------------------------------------------------------
 
-def test_plan_is_static_ladder_times_regions_and_calls_nothing(provider, moto_ec2, account):  # noqa: F811
+def test_plan_is_static_ladder_times_regions_and_calls_nothing(provider, moto_ec2, account):
     offers = provider.plan(ResourceRequest(vm_name="p1", gpu="T4", gpu_count=1))
     t4_single = [r.instance_type for r in LADDER if r.gpu == "T4" and r.count == 1]
     assert [o.instance_type for o in offers] == [t for t in t4_single for _ in DEFAULT_REGIONS]
@@ -241,7 +244,7 @@ def test_prepare_ami_id_option(make, ec2):
     assert groups_of(ec2, "ami2") == []   # nothing made before the image was known
 
 
-def test_prepare_reads_the_image_from_ssm(make, moto_ec2, account):  # noqa: F811
+def test_prepare_reads_the_image_from_ssm(make, moto_ec2, account):
     moto_ec2.client("ssm", REGION, account).put_parameter(
         Name="/gpuprov/test/dlami", Value="ami-9b32e8e2", Type="String", DataType="aws:ec2:image")
     prepared = make(ami_ssm_parameter="/gpuprov/test/dlami").prepare(offer_for(), spec_for("ssm1"))
@@ -367,7 +370,7 @@ def test_create_other_user_and_adoption_by_a_fresh_provider(provider, make, ec2)
     assert [o.instance_id for o in found] == [instance_id] and found[0].endpoint.user == "alice"
 
 
-def test_create_rejects_a_bad_key_before_any_call(provider, moto_ec2, account):  # noqa: F811
+def test_create_rejects_a_bad_key_before_any_call(provider, moto_ec2, account):
     prepared = provider.prepare(offer_for(), spec_for("key1"))
     before = len(moto_ec2.calls("RunInstances", account["aws_access_key_id"]))
     with pytest.raises(ProviderError) as info:
@@ -382,7 +385,7 @@ def test_create_without_prepared_state_is_invalid(provider):
     assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("prepared")
 
 
-def test_create_is_one_attempt_per_zone_without_sdk_retries(provider, moto_ec2, account, ec2):  # noqa: F811
+def test_create_is_one_attempt_per_zone_without_sdk_retries(provider, moto_ec2, account, ec2):
     """EC2 sends InsufficientInstanceCapacity as HTTP 500, which the SDK would retry;
     the fail-fast client does not: one request in zone a, then one in zone b."""
     akid = account["aws_access_key_id"]
@@ -393,7 +396,7 @@ def test_create_is_one_attempt_per_zone_without_sdk_retries(provider, moto_ec2, 
     assert instance(ec2, instance_id)["SubnetId"] == prepared["subnets"][1]["subnet_id"]
 
 
-def test_create_capacity_everywhere(provider, moto_ec2, account):  # noqa: F811
+def test_create_capacity_everywhere(provider, moto_ec2, account):
     akid = account["aws_access_key_id"]
     prepared = provider.prepare(offer_for(), spec_for("cap1"))
     moto_ec2.inject("RunInstances", code="InsufficientInstanceCapacity", status=500, times=None, account=akid)
@@ -413,7 +416,7 @@ def test_create_capacity_everywhere(provider, moto_ec2, account):  # noqa: F811
     ("InternalError", 500, ErrorKind.TRANSIENT),
     ("AuthFailure", 401, ErrorKind.CREDENTIALS),
 ])
-def test_create_other_errors_stop_at_the_first_zone(provider, moto_ec2, account, code, status, kind):  # noqa: F811
+def test_create_other_errors_stop_at_the_first_zone(provider, moto_ec2, account, code, status, kind):
     akid = account["aws_access_key_id"]
     prepared = provider.prepare(offer_for(), spec_for("err1"))
     moto_ec2.inject("RunInstances", code=code, status=status, times=None, account=akid)
@@ -426,7 +429,7 @@ def test_create_other_errors_stop_at_the_first_zone(provider, moto_ec2, account,
     assert len(moto_ec2.calls("RunInstances", akid)) == 1
 
 
-def test_reads_keep_the_sdk_retries(provider, moto_ec2, account):  # noqa: F811
+def test_reads_keep_the_sdk_retries(provider, moto_ec2, account):
     akid = account["aws_access_key_id"]
     moto_ec2.inject("DescribeInstances", code="RequestLimitExceeded", status=503, times=1, account=akid)
     assert provider.observe(LOC, "nobody") == []
@@ -490,12 +493,12 @@ def test_delete_refuses_another_vms_instance(provider, ec2):
     assert instance(ec2, theirs)["State"]["Name"] == "running"
 
 
-def test_delete_of_nothing_makes_no_call(provider, moto_ec2, account):  # noqa: F811
+def test_delete_of_nothing_makes_no_call(provider, moto_ec2, account):
     provider.delete(LOC, "del3", [])
     assert moto_ec2.calls(account=account["aws_access_key_id"]) == []
 
 
-def test_endpoint_url_from_environment(moto_ec2, account, monkeypatch):  # noqa: F811
+def test_endpoint_url_from_environment(moto_ec2, account, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_ec2.endpoint_url)
     provider = AwsProvider(dict(account))
     assert provider.observe(LOC, "env1") == []
@@ -509,13 +512,13 @@ def test_unreachable_endpoint_is_transient(account):
     assert info.value.kind == ErrorKind.TRANSIENT
 
 
-def test_unknown_profile_is_credentials(moto_ec2):  # noqa: F811
+def test_unknown_profile_is_credentials(moto_ec2):
     with pytest.raises(ProviderError) as info:
         AwsProvider({"profile": "gpuprov-no-such-profile", "endpoint_url": moto_ec2.endpoint_url}).observe(LOC, "x")
     assert info.value.kind == ErrorKind.CREDENTIALS
 
 
-def test_unavailable_offerings_answer_from_the_api(provider, moto_ec2, account, ec2):  # noqa: F811
+def test_unavailable_offerings_answer_from_the_api(provider, moto_ec2, account, ec2):
     """An empty DescribeInstanceTypeOfferings (the type retired in the region) is Unavailable."""
     akid = account["aws_access_key_id"]
     moto_ec2.inject("DescribeInstanceTypeOfferings", status=200, times=1, account=akid,

@@ -66,8 +66,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_catalog import (
     DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_errors import (  # noqa: F401
-    GONE_CODES, ZONE_CAPACITY_CODES, classify_code, classify_error, error_code,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_errors import (
+    GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userdata import render_user_data
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu

@@ -34,7 +34,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
+    VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness
 from ansible_collections.gpuprov.cloud.tests.fakes.moto_ec2 import ec2_body, shared_server

@@ -261,6 +261,8 @@ class Capabilities(_Record):
     boot_timeout_s: float = 900.0
     poll_interval_s: float = 10.0
     unsupported: tuple = ()
+    # The Python Ansible should use on the VM, where interpreter discovery would guess wrong.
+    python_interpreter: Optional[str] = None
 
 
 class Provider:

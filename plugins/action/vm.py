@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin for gpuprov.cloud.vm: runs the launch/teardown machines on the
+controller, printing live progress. The documentation is in plugins/modules/vm.py."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _requires_connection = False  # everything happens on the controller
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        validation, params = self.validate_argument_spec(argument_spec=VM_ARGUMENT_SPEC)
+        del validation
+        try:
+            from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+        except ImportError as exc:
+            raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller requirements (%s); "
+                                    "pip install -r requirements.txt from the collection" % exc)
+        service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line))
+        result.update(service.run(check_mode=self._task.check_mode))
+        return result

@@ -1,0 +1,319 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The executor: runs a Machine to a terminal state, journalling every transition.
+
+Invariants (the seed's 4.2):
+  * Write-ahead: a transition is committed before the next step runs, so every
+    handle a step produced is durable before any wait begins.
+  * Steps are idempotent (they observe before they act); a crash between a side
+    effect and its commit is recovered by re-running the step.
+  * Consecutive Retry results are capped by the state's RetryPolicy, with
+    exponential backoff and jitter; on exhaustion the machine names the next state.
+  * Poll deadlines are the machine's, measured by ``cx.in_state``.
+  * Cancellation only at step boundaries: a signal never interrupts a cloud call;
+    ``on_cancel`` maps the state, and the machine runs on to a terminal state.
+  * A run holds a lease on its key; a lost lease stops it before the next step,
+    and every write is fenced by version and lease in the journal.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from typing import Any, Callable, Dict, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
+    Conflict, Journal, new_owner,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
+
+
+class Next:
+    """Transition to ``state``; committed before the next step runs."""
+
+    __slots__ = ("state", "note")
+
+    def __init__(self, state: Dict[str, Any], note: str = ""):
+        self.state = state
+        self.note = note
+
+
+class Poll:
+    """Not done yet: same state, no budget consumed, step again after ``after`` s."""
+
+    __slots__ = ("after", "note")
+
+    def __init__(self, after: float, note: str = ""):
+        self.after = after
+        self.note = note
+
+
+class Retry:
+    """Transient failure: same state, backoff, one unit of the retry budget consumed."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+class LeaseLost(Exception):
+    """Another run owns the key now; this run must not make another external call."""
+
+
+class HardCancel(BaseException):
+    """A second interrupt: exit at once, leaving the journal resumable."""
+
+
+class Machine:
+    """A state machine over JSON-able dict states carrying a ``kind`` tag."""
+
+    KIND = "machine"
+
+    def is_terminal(self, state: Dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def label(self, state: Dict[str, Any]) -> str:
+        return state["kind"]
+
+    def step(self, state: Dict[str, Any], cx: "StepCx"):
+        raise NotImplementedError
+
+    def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
+        return RetryPolicy()
+
+    def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None
+
+
+class CancelToken:
+    """Cancellation requests. A burst of signals (Ansible sends SIGINT then SIGTERMs
+    at once on Ctrl-C) counts as one request; a later signal is a hard cancel."""
+
+    BURST_S = 2.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._event = threading.Event()
+        self.first_at: Optional[float] = None
+        self._saved: Dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def request(self) -> None:
+        if self.first_at is None:
+            self.first_at = self.clock()
+        self._event.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; return early (True) when cancellation is requested."""
+        return self._event.wait(max(0.0, seconds))
+
+    def _handle(self, signum, frame) -> None:
+        if self.first_at is not None and self.clock() - self.first_at > self.BURST_S:
+            raise HardCancel("second interrupt (signal %d): stopping at once; the journal is resumable" % signum)
+        self.request()
+
+    def install(self) -> None:
+        """Route SIGINT/SIGTERM here (main thread only; elsewhere this is a no-op)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        self._saved.clear()
+
+
+class StepCx:
+    """What a step may know about its run: time in state, the lease, the journal."""
+
+    def __init__(self, executor: "Executor", key: str, entered: float, attempt: int):
+        self._executor = executor
+        self.key = key
+        self._entered = entered
+        self.attempt = attempt
+
+    @property
+    def in_state(self) -> float:
+        """Seconds since this process entered the current state (a resume starts afresh)."""
+        return self._executor.clock() - self._entered
+
+    @property
+    def journal(self) -> Journal:
+        return self._executor.journal
+
+    @property
+    def cancelled(self) -> bool:
+        return self._executor.cancel.requested
+
+    def fence(self) -> None:
+        """Call before an external mutation: raises LeaseLost if another run took over."""
+        self._executor.fence(self.key)
+
+
+class Outcome:
+    def __init__(self, key: str, state: Dict[str, Any], label: str, resumed: bool,
+                 transitions: int, cancelled: bool):
+        self.key = key
+        self.state = state
+        self.label = label
+        self.resumed = resumed
+        self.transitions = transitions
+        self.cancelled = cancelled
+
+
+class _Heartbeat(threading.Thread):
+    """Renews the lease while a long step runs, on its own connection."""
+
+    def __init__(self, path: str, key: str, owner: str, ttl: float):
+        super().__init__(name="gpuprov-lease", daemon=True)
+        self.path, self.key, self.owner, self.ttl = path, key, owner, ttl
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        journal = Journal(self.path)
+        try:
+            while not self.stop_event.wait(self.ttl / 3.0):
+                if not journal.renew(self.key, self.owner, self.ttl):
+                    self.lost = True
+                    return
+        finally:
+            journal.close()
+
+
+class Executor:
+    """Runs one machine on one journal. ``clock``/``sleep`` are injectable for tests."""
+
+    def __init__(self, journal: Journal, machine: Machine, owner: Optional[str] = None,
+                 lease_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic,
+                 cancel: Optional[CancelToken] = None, on_event: Optional[Callable[[str, Dict], None]] = None,
+                 before_commit: Optional[Callable[[Dict, Dict], None]] = None,
+                 rng: Optional[random.Random] = None, heartbeat: bool = True):
+        self.journal = journal
+        self.machine = machine
+        self.owner = owner or new_owner()
+        self.lease_ttl = lease_ttl
+        self.clock = clock
+        self.cancel = cancel or CancelToken(clock)
+        self.on_event = on_event or (lambda kind, data: None)
+        self.before_commit = before_commit
+        self.rng = rng or random.Random()
+        self.use_heartbeat = heartbeat
+        self._heartbeat: Optional[_Heartbeat] = None
+
+    def fence(self, key: str) -> None:
+        if (self._heartbeat is not None and self._heartbeat.lost) or not self.journal.holds(key, self.owner):
+            raise LeaseLost("%s: the lease was taken over by another run; stopping before any further "
+                            "cloud call" % key)
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        try:
+            self.on_event(kind, data)
+        except Exception:  # a broken progress printer must never stop a launch
+            pass
+
+    def run(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], Dict[str, Any]],
+            wait_poll: Optional[Callable[[float], bool]] = None) -> Outcome:
+        """Resume ``key`` if its journalled state is non-terminal and of this machine,
+        else start from ``initial(previous_state, previous_kind)``."""
+        machine = self.machine
+        self.journal.acquire(key, self.owner, self.lease_ttl)
+        row = self.journal.load(key)
+        if row is not None and not row.terminal and row.kind == machine.KIND:
+            state, version, resumed = row.state, row.version, True
+            self.journal.renew(key, self.owner, self.lease_ttl)
+            self.journal.note(key, self.owner, version, row.label, "resumed by %s" % self.owner, event="resume")
+            self._emit("resume", label=row.label)
+        else:
+            state = initial(row.state if row else None, row.kind if row else None)
+            version = self.journal.begin(key, machine.KIND, state, machine.label(state),
+                                         machine.is_terminal(state), self.owner, self.lease_ttl,
+                                         row.version if row else None,
+                                         note="started by %s" % self.owner)
+            resumed = False
+            self._emit("begin", label=machine.label(state))
+        if self.use_heartbeat:
+            self._heartbeat = _Heartbeat(self.journal.path, key, self.owner, self.lease_ttl)
+            self._heartbeat.start()
+        wait = wait_poll or self.cancel.wait
+        transitions = 0
+        try:
+            entered = self.clock()
+            attempts = 0
+            cancel_mapped = False
+            last_poll_note = None
+            while not machine.is_terminal(state):
+                self.fence(key)
+                if self.cancel.requested and not cancel_mapped:
+                    cancel_mapped = True
+                    mapped = machine.on_cancel(state)
+                    self._emit("cancel", label=machine.label(state))
+                    if mapped is not None and mapped != state:
+                        version = self._commit(key, version, state, mapped, "cancelled by interrupt")
+                        state, entered, attempts, last_poll_note = mapped, self.clock(), 0, None
+                        transitions += 1
+                        continue
+                cx = StepCx(self, key, entered, attempts)
+                try:
+                    result = machine.step(state, cx)
+                except (LeaseLost, HardCancel, Conflict):
+                    raise
+                except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
+                    result = Retry("%s: %s" % (type(exc).__name__, exc))
+                if isinstance(result, Next):
+                    nxt = result.state
+                    if self.before_commit is not None:
+                        self.before_commit(state, nxt)
+                    version = self._commit(key, version, state, nxt, result.note)
+                    state, entered, attempts, last_poll_note = nxt, self.clock(), 0, None
+                    transitions += 1
+                elif isinstance(result, Poll):
+                    if result.note and result.note != last_poll_note:
+                        self.journal.note(key, self.owner, version, machine.label(state), result.note)
+                        last_poll_note = result.note
+                    self._emit("poll", label=machine.label(state), note=result.note, in_state=cx.in_state)
+                    wait(result.after)
+                elif isinstance(result, Retry):
+                    attempts += 1
+                    policy = machine.retry_policy(state)
+                    self.journal.note(key, self.owner, version, machine.label(state),
+                                      "attempt %d/%d failed: %s" % (attempts, policy.max_attempts, result.error),
+                                      event="retry")
+                    if attempts >= policy.max_attempts:
+                        nxt = machine.on_retries_exhausted(state, result.error)
+                        version = self._commit(key, version, state, nxt,
+                                               "retries exhausted after %d attempts: %s" % (attempts, result.error))
+                        state, entered, attempts, last_poll_note = nxt, self.clock(), 0, None
+                        transitions += 1
+                    else:
+                        delay = policy.backoff(attempts, self.rng)
+                        self._emit("retry", label=machine.label(state), error=result.error,
+                                   attempt=attempts, max_attempts=policy.max_attempts, delay=delay)
+                        wait(delay)
+                else:
+                    raise TypeError("step returned %r; expected Next, Poll or Retry" % (result,))
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop_event.set()
+                self._heartbeat = None
+            self.journal.release(key, self.owner)
+        return Outcome(key, state, machine.label(state), resumed, transitions, self.cancel.requested)
+
+    def _commit(self, key: str, version: int, old: Dict[str, Any], new: Dict[str, Any], note: str) -> int:
+        machine = self.machine
+        version = self.journal.transition(key, self.owner, version, new, machine.label(new),
+                                          machine.is_terminal(new), machine.label(old), note)
+        self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=new)
+        return version

@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the VM machines need besides their state: this run's settings, the
+adapters (built once per cloud), and the controller-side SSH files."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    Capabilities, InstanceSpec, Provider, ResourceRequest,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+
+
+@dataclasses.dataclass
+class VmSettings:
+    vm_name: str
+    clouds: List[str]
+    request: ResourceRequest
+    spec: InstanceSpec
+    cloud_options: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    retry_until_up: bool = False
+    exhausted_wait: float = 30.0          # seconds between planning rounds with retry_until_up
+    boot_timeout: Optional[float] = None  # None = the cloud's capability default
+    ssh_timeout: float = 300.0
+    teardown_timeout: float = 600.0
+    step_attempts: int = 5
+    teardown_attempts: int = 8
+
+
+class VmContext:
+    """Settings + adapters + controller files (ssh config, known_hosts) + SSH check."""
+
+    def __init__(self, settings: VmSettings, files=None,
+                 ssh_check: Optional[Callable[..., Any]] = None,
+                 providers: Optional[Dict[str, Provider]] = None):
+        self.settings = settings
+        self.files = files          # vm.ssh.ControllerFiles, or None in pure machine tests
+        self.ssh_check = ssh_check  # callable(endpoint, alias) -> host key fingerprint
+        self._providers: Dict[str, Provider] = dict(providers or {})
+
+    def provider(self, cloud: str) -> Provider:
+        if cloud not in self._providers:
+            self._providers[cloud] = registry.get_provider(cloud, self.settings.cloud_options.get(cloud))
+        return self._providers[cloud]
+
+    def capabilities(self, cloud: str) -> Capabilities:
+        return self.provider(cloud).capabilities()
+
+    def poll_interval(self, cloud: str) -> float:
+        return self.capabilities(cloud).poll_interval_s
+
+    def boot_timeout(self, cloud: str) -> float:
+        if self.settings.boot_timeout is not None:
+            return self.settings.boot_timeout
+        return self.capabilities(cloud).boot_timeout_s

@@ -1,0 +1,443 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Launch machine (the seed's 4.3):
+
+  Reconciling -> Planning -> [Preparing -> Creating -> Booting -> Connecting]* -> Ready
+  with NextOffer, Compensating (embeds the teardown machine), Exhausted, Aborted, Leaked.
+
+``search = {offers, cursor, blocked, history, round}`` travels in every attempt
+state, so the failover cursor survives a crash.
+
+Recovery points (seed 004), per transition:
+  * Creating is journalled (with the offer and prepared data) before create is
+    called; Creating always observes first, so a crash between create and the
+    commit of Booting adopts the instance that carries the VM identity instead of
+    creating a second one. An ambiguous create (a Transient error) is reconciled
+    the same way on the retry.
+  * Booting carries the instance id: every wait after create is resumable.
+  * Compensating carries the teardown's own state; a crash inside it resumes the
+    teardown, whose steps observe before they delete.
+  * Leaked names every location and id still present; the next run starts by
+    compensating it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
+    Machine, Next, Poll, Retry,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown as td
+
+TERMINAL = ("Ready", "Aborted", "Leaked")
+# Compensation continues with one of these once the teardown is Done.
+AFTER_COMPENSATION = ("NextOffer", "Aborted", "Planning")
+
+
+class SshNotReady(Exception):
+    """The VM does not accept our SSH login yet (refused, timeout, key not there yet)."""
+
+
+class HostKeyMismatch(Exception):
+    """The VM presented a host key other than the one recorded on first contact."""
+
+
+def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> str:
+    """known_hosts name of one instance: a new instance never trips over an old key."""
+    digest = hashlib.sha256(("%s|%s" % (Location.from_dict(location), instance_id)).encode()).hexdigest()
+    return "gpuprov-%s-%s" % (vm_name, digest[:12])
+
+
+def is_blocked(offer: Dict[str, Any], blocks: List[Dict[str, Any]]) -> bool:
+    for b in blocks:
+        if b["cloud"] != offer["cloud"]:
+            continue
+        scope = b["scope"]
+        if scope == BlockScope.CLOUD:
+            return True
+        if b["region"] != offer["region"]:
+            continue
+        if scope == BlockScope.REGION:
+            return True
+        if scope == BlockScope.INSTANCE_TYPE and b["instance_type"] == offer["instance_type"]:
+            return True
+        if scope == BlockScope.OFFER and b["offer_id"] == Offer.from_dict(offer).offer_id:
+            return True
+    return False
+
+
+def make_block(offer: Dict[str, Any], scope: str, reason: str) -> Dict[str, Any]:
+    return {"scope": scope, "cloud": offer["cloud"], "region": offer["region"],
+            "instance_type": offer["instance_type"], "offer_id": Offer.from_dict(offer).offer_id,
+            "reason": reason}
+
+
+def _next_cursor(search: Dict[str, Any], start: int) -> Optional[int]:
+    for index in range(start, len(search["offers"])):
+        if not is_blocked(search["offers"][index], search["blocked"]):
+            return index
+    return None
+
+
+def _offer(state: Dict[str, Any]) -> Dict[str, Any]:
+    search = state["search"]
+    return search["offers"][search["cursor"]]
+
+
+def _error(kind: str, msg: str, block: Optional[str] = None) -> Dict[str, Any]:
+    return ProviderError(kind, msg, block).to_dict()
+
+
+def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Dict[str, Any]:
+    """The first state of a launch, carrying what the journal knew before it."""
+    return {"kind": "Reconciling", "previous": previous, "previous_kind": previous_kind}
+
+
+def owned_targets(state: Optional[Dict[str, Any]], kind: Optional[str]) -> List[Dict[str, Any]]:
+    """Every location (and instance id) a journalled state may own, of either machine."""
+    if not state:
+        return []
+    if kind == td.TeardownMachine.KIND:
+        return td.merge_targets(state.get("targets", []))
+    if state.get("kind") == "Reconciling":
+        return owned_targets(state.get("previous"), state.get("previous_kind"))
+    out: List[Dict[str, Any]] = []
+    if state.get("vm"):
+        vm = state["vm"]
+        out.append(td.target(vm["location"], [vm["instance_id"]]))
+    if state.get("targets"):
+        out = td.merge_targets(out, state["targets"])
+    if state.get("teardown"):
+        out = td.merge_targets(out, state["teardown"]["targets"])
+    if state.get("search") and state["kind"] in ("Preparing", "Creating", "Booting", "Connecting"):
+        offer = _offer(state)
+        ids = [state["instance_id"]] if state.get("instance_id") else []
+        out = td.merge_targets(out, [td.target(Offer.from_dict(offer).location.to_dict(), ids)])
+    return out
+
+
+class LaunchMachine(Machine):
+    KIND = "launch"
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.teardown = td.TeardownMachine(ctx)
+
+    # -- Machine interface -----------------------------------------------------------
+    def is_terminal(self, state: Dict[str, Any]) -> bool:
+        if state["kind"] == "Exhausted":
+            return not self.ctx.settings.retry_until_up
+        return state["kind"] in TERMINAL
+
+    def label(self, state: Dict[str, Any]) -> str:
+        kind = state["kind"]
+        if kind == "Compensating":
+            return "Compensating/%s" % state["teardown"]["kind"]
+        if state.get("search") and kind in ("Preparing", "Creating", "Booting", "Connecting"):
+            search = state["search"]
+            return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, len(search["offers"]),
+                                                 Offer.from_dict(_offer(state)).offer_id)
+        return kind
+
+    def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
+        if state["kind"] == "Compensating":
+            return self.teardown.retry_policy(state["teardown"])
+        return RetryPolicy(max_attempts=self.ctx.settings.step_attempts)
+
+    def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
+        kind = state["kind"]
+        if kind == "Compensating":
+            leaked = self.teardown.on_retries_exhausted(state["teardown"], last_error)
+            return self._leaked(leaked)
+        if kind == "Reconciling":
+            # Fail closed: never plan a second VM while the first one's fate is unknown.
+            return {"kind": "Aborted", "reason": "cannot reconcile the journalled VM: %s" % last_error,
+                    "targets": owned_targets(state, None), "vm": (state.get("previous") or {}).get("vm")}
+        if kind == "Planning":
+            return self._exhausted(state.get("search") or _empty_search(state.get("round", 0)),
+                                   "planning failed: %s" % last_error)
+        if kind == "Connecting" and state.get("reused"):
+            return self._keep_reused(state, "SSH login kept failing: %s" % last_error)
+        if kind in ("Preparing", "Creating", "Booting", "Connecting"):
+            return self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, last_error))
+        return {"kind": "Aborted", "reason": last_error}
+
+    def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        kind = state["kind"]
+        if kind in ("Reconciling", "Planning", "NextOffer", "Exhausted"):
+            return {"kind": "Aborted", "reason": "cancelled by the user",
+                    "targets": owned_targets(state, None) if kind == "Reconciling" else []}
+        if kind == "Connecting" and state.get("reused"):
+            return self._keep_reused(state, "cancelled by the user")
+        if kind in ("Preparing", "Creating", "Booting", "Connecting"):
+            return self._compensate(state, "Aborted", None, reason="cancelled by the user")
+        if kind == "Compensating" and state["then"] != "Aborted":
+            return dict(state, then="Aborted", reason="cancelled by the user")
+        return None
+
+    def step(self, state: Dict[str, Any], cx):
+        return getattr(self, "_step_" + state["kind"])(state, cx)
+
+    # -- helpers ---------------------------------------------------------------------
+    def _compensate(self, state: Dict[str, Any], then: str, error: Optional[Dict[str, Any]],
+                    reason: str = "", targets: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+        targets = targets if targets is not None else owned_targets(state, None)
+        why = reason or (error["msg"] if error else "")
+        return {"kind": "Compensating", "search": state.get("search"), "then": then, "error": error,
+                "reason": why, "teardown": td.initial(self.ctx.settings.vm_name, targets, why)}
+
+    def _leaked(self, teardown_state: Dict[str, Any]) -> Dict[str, Any]:
+        return {"kind": "Leaked", "targets": teardown_state["targets"], "reason": teardown_state["reason"]}
+
+    def _exhausted(self, search: Dict[str, Any], reason: str) -> Dict[str, Any]:
+        return {"kind": "Exhausted", "search": search, "reason": reason}
+
+    def _keep_reused(self, state: Dict[str, Any], reason: str) -> Dict[str, Any]:
+        """A VM that was up before this run is never torn down for a failed re-check."""
+        return {"kind": "Aborted", "reason": reason, "vm": state["vm"], "targets": []}
+
+    def _provider_for(self, offer: Dict[str, Any]):
+        return self.ctx.provider(offer["cloud"])
+
+    def _handle(self, state: Dict[str, Any], exc: ProviderError, created: bool):
+        """Map a classified failure of an attempt state to the core's action."""
+        if exc.kind == ErrorKind.TRANSIENT:
+            return Retry(str(exc))
+        if exc.fatal:
+            return Next(self._compensate(state, "Aborted", exc.to_dict()), str(exc))
+        if exc.kind == ErrorKind.UNAVAILABLE and not created:
+            return Next(self._next_offer(state, exc.to_dict()), str(exc))
+        return Next(self._compensate(state, "NextOffer", exc.to_dict()), str(exc))
+
+    def _next_offer(self, state: Dict[str, Any], error: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        return {"kind": "NextOffer", "search": state["search"], "error": error}
+
+    # -- steps -----------------------------------------------------------------------
+    def _step_Reconciling(self, state: Dict[str, Any], cx):
+        previous, previous_kind = state.get("previous"), state.get("previous_kind")
+        if previous_kind == td.TeardownMachine.KIND and previous and previous["kind"] not in td.TERMINAL:
+            # A down was interrupted: finish it before planning anything new.
+            return Next({"kind": "Compensating", "search": None, "then": "Planning", "error": None,
+                         "reason": "finishing an interrupted teardown", "teardown": previous},
+                        "an interrupted teardown is finished first")
+        vm = (previous or {}).get("vm")
+        if vm:
+            location = Location.from_dict(vm["location"])
+            found = self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
+            mine = [o for o in found if o.instance_id == vm["instance_id"]]
+            if mine and mine[0].usable:
+                return Next({"kind": "Connecting", "search": None, "vm": vm, "reused": True,
+                             "instance_id": vm["instance_id"], "endpoint": mine[0].endpoint.to_dict()},
+                            "reusing %s %s (Running)" % (location, vm["instance_id"]))
+            stale = td.merge_targets(owned_targets(previous, previous_kind),
+                                     [td.target(vm["location"], [o.instance_id for o in found])])
+            why = ("journalled instance %s is %s" % (vm["instance_id"], mine[0].status) if mine
+                   else "journalled instance %s is gone" % vm["instance_id"])
+            return Next(self._compensate(state, "Planning", None, reason=why, targets=stale), why)
+        targets = owned_targets(previous, previous_kind)
+        if targets and previous and previous["kind"] != "Done":
+            why = previous.get("reason") or "the previous run may have left resources"
+            return Next(self._compensate(state, "Planning", None, reason="resolving: %s" % why, targets=targets),
+                        "compensating what the previous run left: %s" % why)
+        return Next({"kind": "Planning", "round": 0}, "nothing to reuse; planning")
+
+    def _step_Planning(self, state: Dict[str, Any], cx):
+        settings = self.ctx.settings
+        offers: List[Dict[str, Any]] = []
+        history: List[Dict[str, Any]] = []
+        errors: List[ProviderError] = []
+        for cloud in settings.clouds:
+            try:
+                planned = self.ctx.provider(cloud).plan(settings.request)
+            except ProviderError as exc:
+                if exc.kind == ErrorKind.TRANSIENT:
+                    return Retry("plan %s: %s" % (cloud, exc))
+                errors.append(exc)
+                history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
+                continue
+            for offer in planned:
+                if offer.available:
+                    offers.append(offer.to_dict())
+                else:
+                    history.append({"offer": offer.offer_id, "outcome": "unavailable",
+                                    "error": _error(ErrorKind.UNAVAILABLE, offer.unavailable_reason or "unavailable")})
+        search = {"offers": offers, "cursor": 0, "blocked": [], "history": history, "round": state.get("round", 0)}
+        if not offers:
+            if errors and all(e.fatal for e in errors):
+                return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in errors), "targets": []},
+                            "no cloud can plan this request")
+            reasons = [h["error"]["msg"] for h in history] or ["no offers"]
+            return Next(self._exhausted(search, "no offer available: " + "; ".join(reasons)), "no offers")
+        return Next(dict(kind="Preparing", search=search),
+                    "%d offer(s) from %s" % (len(offers), ", ".join(settings.clouds)))
+
+    def _step_Preparing(self, state: Dict[str, Any], cx):
+        offer = _offer(state)
+        if is_blocked(offer, state["search"]["blocked"]):
+            return Next(self._next_offer(state, None), "offer blocked by an earlier failure")
+        cx.fence()
+        try:
+            prepared = self._provider_for(offer).prepare(Offer.from_dict(offer), self.ctx.settings.spec)
+        except ProviderError as exc:
+            return self._handle(state, exc, created=False)
+        return Next({"kind": "Creating", "search": state["search"], "prepared": prepared}, "prepared")
+
+    def _step_Creating(self, state: Dict[str, Any], cx):
+        offer = _offer(state)
+        provider = self._provider_for(offer)
+        location = Offer.from_dict(offer).location
+        name = self.ctx.settings.vm_name
+        try:
+            # Observe first: a create whose commit was lost left an instance with our identity.
+            existing = [o for o in provider.observe(location, name)
+                        if o.status not in (Status.TERMINATING, Status.FAILED)]
+            if existing:
+                return Next(self._booting(state, existing[0].instance_id, adopted=True),
+                            "adopted %s (created by an earlier attempt)" % existing[0].instance_id)
+            cx.fence()
+            instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.settings.spec)
+        except ProviderError as exc:
+            return self._handle(state, exc, created=exc.kind != ErrorKind.UNAVAILABLE)
+        return Next(self._booting(state, instance_id, adopted=False), "created %s" % instance_id)
+
+    @staticmethod
+    def _booting(state, instance_id: str, adopted: bool) -> Dict[str, Any]:
+        return {"kind": "Booting", "search": state["search"], "instance_id": instance_id, "adopted": adopted}
+
+    def _step_Booting(self, state: Dict[str, Any], cx):
+        offer = _offer(state)
+        location = Offer.from_dict(offer).location
+        try:
+            found = self._provider_for(offer).observe(location, self.ctx.settings.vm_name)
+        except ProviderError as exc:
+            return self._handle(state, exc, created=True)
+        mine = [o for o in found if o.instance_id == state["instance_id"]]
+        boot_timeout = self.ctx.boot_timeout(offer["cloud"])
+        interval = self.ctx.poll_interval(offer["cloud"])
+        if not mine:
+            # Listings lag creation on some clouds; only a lasting absence means vanished.
+            if cx.in_state < min(60.0, boot_timeout / 4.0):
+                return Poll(interval, "instance %s not listed yet" % state["instance_id"])
+            return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, "instance vanished while booting")),
+                        "instance vanished")
+        inst = mine[0]
+        if inst.status == Status.FAILED:
+            err = _error(ErrorKind.FAILED, "instance failed while booting: %s" % (inst.reason or "no reason given"))
+            return Next(self._compensate(state, "NextOffer", err), err["msg"])
+        if inst.status in (Status.STOPPED, Status.STOPPING, Status.TERMINATING):
+            err = _error(ErrorKind.CAPACITY, "instance %s while booting (preempted?)" % inst.status.lower())
+            return Next(self._compensate(state, "NextOffer", err), err["msg"])
+        if inst.usable:
+            return Next({"kind": "Connecting", "search": state["search"], "instance_id": inst.instance_id,
+                         "endpoint": inst.endpoint.to_dict(), "reused": False},
+                        "running at %s:%d" % (inst.endpoint.host, inst.endpoint.port))
+        if cx.in_state > boot_timeout:
+            err = _error(ErrorKind.FAILED, "boot timeout: not Running with an SSH endpoint after %.0f s" % boot_timeout)
+            return Next(self._compensate(state, "NextOffer", err), err["msg"])
+        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status,
+                                                    "" if inst.endpoint else ", no endpoint yet"))
+
+    def _step_Connecting(self, state: Dict[str, Any], cx):
+        if state.get("reused"):
+            vm = dict(state["vm"], python_interpreter=self.ctx.capabilities(
+                state["vm"]["location"]["cloud"]).python_interpreter)
+        else:
+            vm = self._vm_record(state)
+        endpoint = SshEndpoint.from_dict(state["endpoint"])
+        endpoint = SshEndpoint(endpoint.host, endpoint.port, endpoint.user or vm["ssh"].get("user"))
+        try:
+            fingerprint = self.ctx.ssh_check(endpoint, vm["host_key_alias"])
+        except HostKeyMismatch as exc:
+            reason = "host key mismatch on %s:%d: %s" % (endpoint.host, endpoint.port, exc)
+            if state.get("reused"):
+                return Next(self._keep_reused(state, reason), reason)
+            return Next(self._compensate(state, "Aborted", _error(ErrorKind.FAILED, reason)), reason)
+        except SshNotReady as exc:
+            if cx.in_state > self.ctx.settings.ssh_timeout:
+                reason = "SSH login failed for %.0f s: %s" % (self.ctx.settings.ssh_timeout, exc)
+                if state.get("reused"):
+                    return Next(self._keep_reused(state, reason), reason)
+                return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, reason)), reason)
+            return Poll(2.0, "waiting for SSH on %s:%d: %s" % (endpoint.host, endpoint.port, exc))
+        vm = dict(vm, ssh=endpoint.to_dict(), host_key_fingerprint=fingerprint)
+        if self.ctx.files is not None:
+            self.ctx.files.write_vm(vm)
+        cx.journal.upsert_vm(vm["name"], cloud=vm["location"]["cloud"], region=vm["location"]["region"],
+                             zone=vm["location"].get("zone"), instance_id=vm["instance_id"],
+                             instance_type=vm.get("instance_type"), gpu=vm.get("gpu"),
+                             gpu_count=vm.get("gpu_count"), ssh_host=vm["ssh"]["host"],
+                             ssh_port=vm["ssh"]["port"], ssh_user=vm["ssh"]["user"],
+                             host_key_alias=vm["host_key_alias"], status="running", stage="Ready")
+        return Next({"kind": "Ready", "vm": vm, "reused": bool(state.get("reused")),
+                     "search": state.get("search")}, "SSH login OK as %s" % vm["ssh"]["user"])
+
+    def _vm_record(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        offer = _offer(state)
+        location = Offer.from_dict(offer).location.to_dict()
+        endpoint = state["endpoint"]
+        return {"name": self.ctx.settings.vm_name, "location": location, "instance_id": state["instance_id"],
+                "instance_type": offer["instance_type"], "gpu": offer.get("gpu"),
+                "gpu_count": offer.get("gpu_count"), "spot": offer.get("spot", False),
+                "price_per_hour": offer.get("price_per_hour"),
+                "ssh": {"host": endpoint["host"], "port": endpoint["port"],
+                        "user": endpoint.get("user") or self.ctx.settings.spec.ssh_user},
+                "host_key_alias": host_key_alias(self.ctx.settings.vm_name, location, state["instance_id"]),
+                "python_interpreter": self.ctx.capabilities(offer["cloud"]).python_interpreter}
+
+    def _step_NextOffer(self, state: Dict[str, Any], cx):
+        search = dict(state["search"])
+        offer = search["offers"][search["cursor"]]
+        error = state.get("error")
+        search["blocked"] = list(search["blocked"])
+        search["history"] = list(search["history"])
+        if error:
+            if error.get("block"):
+                search["blocked"].append(make_block(offer, error["block"], error["msg"]))
+            search["history"].append({"offer": Offer.from_dict(offer).offer_id, "outcome": error["kind"],
+                                      "error": error})
+        else:
+            search["history"].append({"offer": Offer.from_dict(offer).offer_id, "outcome": "skipped",
+                                      "error": None})
+        cursor = _next_cursor(search, search["cursor"] + 1)
+        if cursor is None:
+            tried = [h for h in search["history"] if h.get("error")]
+            return Next(self._exhausted(search, "every offer failed or was blocked (%d tried)" % len(tried)),
+                        "no offer left")
+        search["cursor"] = cursor
+        return Next({"kind": "Preparing", "search": search}, "trying %s" % Offer.from_dict(search["offers"][cursor]).offer_id)
+
+    def _step_Exhausted(self, state: Dict[str, Any], cx):
+        wait = self.ctx.settings.exhausted_wait
+        if cx.in_state < wait:
+            return Poll(wait - cx.in_state, "all offers exhausted; planning again in %.0f s (retry_until_up)"
+                        % (wait - cx.in_state))
+        return Next({"kind": "Planning", "round": state["search"].get("round", 0) + 1},
+                    "planning again (retry_until_up)")
+
+    def _step_Compensating(self, state: Dict[str, Any], cx):
+        result = self.teardown.step(state["teardown"], cx)
+        if not isinstance(result, Next):
+            return result
+        inner = result.state
+        if inner["kind"] == "Leaked":
+            return Next(self._leaked(inner), result.note or inner["reason"])
+        if inner["kind"] != "Done":
+            return Next(dict(state, teardown=inner), result.note)
+        then = state["then"]
+        if then == "NextOffer":
+            return Next(self._next_offer(state, state.get("error")), "compensated; " + (result.note or ""))
+        if then == "Planning":
+            return Next({"kind": "Planning", "round": 0}, "compensated; planning")
+        return Next({"kind": "Aborted", "reason": state.get("reason") or "aborted", "targets": [],
+                     "search": state.get("search")}, "compensated; aborting")
+
+
+def _empty_search(round_no: int) -> Dict[str, Any]:
+    return {"offers": [], "cursor": 0, "blocked": [], "history": [], "round": round_no}

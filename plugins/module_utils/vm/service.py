@@ -1,0 +1,258 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``gpuprov.cloud.vm`` without Ansible: validate the parameters, run the launch or
+teardown machine on the journal, and shape the result. The action plugin only
+adds argument parsing, progress printing and the task result."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
+    CancelToken, Executor, HardCancel, LeaseLost,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
+    Conflict, Journal, JournalError, LeaseHeld, default_state_dir,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
+
+# Test hook: SIGKILL this process right before the transition out of the named
+# launch state is committed (crash-adoption tests). Unset in normal use.
+KILL_BEFORE_COMMIT_ENV = "GPUPROV_TEST_KILL_BEFORE_COMMIT"
+
+
+class InvalidParameters(Exception):
+    """A parameter is wrong; the message names it and says what was expected."""
+
+
+def _positive(params: Dict[str, Any], field: str, minimum: int = 1) -> None:
+    value = params.get(field)
+    if value is not None and value < minimum:
+        raise InvalidParameters("%s: expected an integer >= %d, got %r" % (field, minimum, value))
+
+
+def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
+    """VmSettings from validated task parameters, or InvalidParameters."""
+    try:
+        name = validate_vm_name(params["name"])
+        gpu = canonical_gpu(params.get("gpu"))
+        for cloud in params.get("clouds") or []:
+            if cloud not in registry.ADAPTERS:
+                registry.get_provider(cloud)  # raises the clear "unknown cloud" error
+    except ProviderError as exc:
+        raise InvalidParameters(exc.msg)
+    _positive(params, "gpu_count")
+    for field in ("boot_timeout", "ssh_timeout", "teardown_timeout"):
+        _positive(params, field)
+    clouds = list(params.get("clouds") or [registry.DEFAULT_CLOUD])
+    options = params.get("cloud_options") or {}
+    unknown = sorted(set(options) - set(clouds) - set(registry.ADAPTERS))
+    if unknown:
+        raise InvalidParameters("cloud_options: unknown cloud(s) %s; expected keys among %s"
+                                % (", ".join(unknown), ", ".join(registry.known_clouds())))
+    request = ResourceRequest(vm_name=name, gpu=gpu, gpu_count=params.get("gpu_count") or 1,
+                              regions=list(params.get("regions") or []), spot=bool(params.get("spot")))
+    spec = InstanceSpec(vm_name=name, ssh_public_key=public_key, ssh_user=params.get("ssh_user"),
+                        spot=bool(params.get("spot")))
+    return VmSettings(vm_name=name, clouds=clouds, request=request, spec=spec,
+                      cloud_options={k: dict(v or {}) for k, v in options.items()},
+                      retry_until_up=bool(params.get("retry_until_up")),
+                      boot_timeout=params.get("boot_timeout"),
+                      ssh_timeout=float(params.get("ssh_timeout") or 300),
+                      teardown_timeout=float(params.get("teardown_timeout") or 600))
+
+
+def connection_vars(vm: Dict[str, Any], files: ssh.ControllerFiles) -> Dict[str, Any]:
+    """Inventory connection variables that reach the VM with its pinned host key."""
+    found = {"ansible_host": vm["ssh"]["host"], "ansible_port": vm["ssh"]["port"],
+             "ansible_user": vm["ssh"]["user"], "ansible_ssh_private_key_file": files.key_path,
+             "ansible_ssh_common_args": files.connection_options(vm["host_key_alias"]),
+             "ansible_python_interpreter": "auto_silent"}
+    if vm.get("python_interpreter"):
+        found["ansible_python_interpreter"] = vm["python_interpreter"]
+    return found
+
+
+class VmService:
+    """One task's worth of work on one VM name."""
+
+    def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None):
+        self.params = params
+        self.progress = progress
+        self.state_dir = default_state_dir()
+        self.journal: Optional[Journal] = None
+
+    # -- setup -----------------------------------------------------------------------
+    def _open(self):
+        key_path = os.path.expanduser(self.params.get("ssh_key") or os.path.join(self.state_dir, "id_ed25519"))
+        if self.params.get("ssh_key"):
+            if not os.path.exists(key_path):
+                raise InvalidParameters("ssh_key: %s does not exist; name an existing private key or leave "
+                                        "ssh_key unset to use the collection's own key" % key_path)
+            public_key = ssh.public_key_of(key_path)
+        else:
+            public_key = ssh.ensure_controller_key(key_path)
+        settings = build_settings(self.params, public_key)
+        settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
+        files = ssh.ControllerFiles(self.state_dir, key_path)
+        try:
+            self.journal = Journal(self.params.get("journal"))
+        except JournalError as exc:
+            raise InvalidParameters(str(exc))
+        return settings, files
+
+    def _executor(self, machine, cancel: CancelToken) -> Executor:
+        started = time.monotonic()
+        last = {}
+
+        def on_event(kind: str, data: Dict[str, Any]) -> None:
+            elapsed = time.monotonic() - started
+            name = self.params["name"]
+            if kind == "transition":
+                line = "%s -> %s" % (data["frm"], data["to"]) + (": %s" % data["note"] if data.get("note") else "")
+            elif kind == "poll":
+                if last.get("poll") == data.get("note"):
+                    return  # one line per distinct wait, not one per poll
+                last["poll"] = data.get("note")
+                line = "%s: %s" % (data["label"], data.get("note") or "waiting")
+            elif kind == "retry":
+                line = "%s: attempt %d/%d failed (%s); retrying in %.1f s" % (
+                    data["label"], data["attempt"], data["max_attempts"], data["error"], data["delay"])
+            elif kind == "resume":
+                line = "resuming journalled state %s" % data["label"]
+            elif kind == "cancel":
+                line = "interrupted in %s: compensating before exit" % data["label"]
+            else:
+                line = "%s %s" % (kind, data.get("label", ""))
+            self.progress("[%s %5.1fs] %s" % (name, elapsed, line))
+
+        hook = None
+        victim = os.environ.get(KILL_BEFORE_COMMIT_ENV)
+        if victim:
+            def hook(old, new):
+                if old["kind"] == victim:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        return Executor(self.journal, machine, cancel=cancel, on_event=on_event, before_commit=hook)
+
+    # -- entry point -----------------------------------------------------------------
+    def run(self, check_mode: bool = False) -> Dict[str, Any]:
+        try:
+            settings, files = self._open()
+        except InvalidParameters as exc:
+            return {"failed": True, "changed": False, "msg": str(exc)}
+        ctx = VmContext(settings, files=files, ssh_check=None)
+        try:
+            if self.params.get("state") == "absent":
+                return self._absent(ctx, files, check_mode)
+            return self._present(ctx, files, check_mode)
+        except LeaseHeld as exc:
+            return {"failed": True, "changed": False, "msg": str(exc)}
+        except (LeaseLost, Conflict) as exc:
+            return {"failed": True, "changed": False,
+                    "msg": "%s; this run stopped without further cloud calls" % exc}
+        except HardCancel as exc:
+            return {"failed": True, "changed": False, "msg": str(exc)}
+        finally:
+            if self.journal is not None:
+                self.journal.close()
+
+    def _run_machine(self, machine, key: str, initial) -> Any:
+        cancel = CancelToken()
+        cancel.install()
+        try:
+            return self._executor(machine, cancel).run(key, initial)
+        finally:
+            cancel.uninstall()
+
+    def _present(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
+        name = ctx.settings.vm_name
+        row = self.journal.load(name)
+        if check_mode:
+            would = not (row and row.state.get("kind") == "Ready" and self._still_up(ctx, row.state["vm"]))
+            return {"changed": would, "msg": "would %s %s" % ("provision" if would else "keep", name)}
+        ctx.ssh_check = ssh.SshChecker(files)
+        outcome = self._run_machine(launch.LaunchMachine(ctx), name, launch.initial)
+        events = self.journal.events(name)
+        run_events = _since_last_begin(events)
+        changed = any(e["to"] and (e["to"].startswith("Booting") or e["to"].startswith("Compensating"))
+                      for e in run_events)
+        state = outcome.state
+        result: Dict[str, Any] = {
+            "changed": changed, "state": outcome.label, "journal": self.journal.path,
+            "history": (state.get("search") or {}).get("history", []),
+            "events": [{k: e[k] for k in ("event", "from", "to", "note", "at")} for e in run_events],
+        }
+        if state["kind"] == "Ready":
+            vm = state["vm"]
+            result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))), connection=connection_vars(vm, files),
+                          ssh_config=files.ssh_config,
+                          msg="%s is up at %s:%d (%s)" % (name, vm["ssh"]["host"], vm["ssh"]["port"],
+                                                           Location.from_dict(vm["location"])))
+            return result
+        if state["kind"] == "Leaked":
+            self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
+        result.update(failed=True, msg="%s: %s%s" % (name, outcome.label, ": " + state["reason"] if state.get("reason") else ""))
+        if state.get("targets"):
+            result["leaked"] = state["targets"]
+        return result
+
+    def _still_up(self, ctx: VmContext, vm: Dict[str, Any]) -> bool:
+        location = Location.from_dict(vm["location"])
+        try:
+            found = ctx.provider(location.cloud).observe(location, vm["name"])
+        except ProviderError:
+            return False
+        return any(o.instance_id == vm["instance_id"] and o.usable for o in found)
+
+    def _absent(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
+        name = ctx.settings.vm_name
+        row = self.journal.load(name)
+        targets = launch.owned_targets(row.state, row.kind) if row else []
+        if row is None or (row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done") or not targets:
+            return {"changed": False, "state": row.label if row else "absent", "journal": self.journal.path,
+                    "msg": "%s has nothing to tear down" % name}
+        if check_mode:
+            return {"changed": True, "msg": "would tear down %s" % teardown._describe(targets)}
+        outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
+                                    lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
+                                                                        "down requested"))
+        state = outcome.state
+        result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
+                  "targets": state["targets"]}
+        if state["kind"] == "Done":
+            files.remove_vm(name)
+            self.journal.delete_vm(name)
+            result["msg"] = "%s torn down: %s" % (name, teardown._describe(state["targets"]))
+            return result
+        self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
+        result.update(failed=True, leaked=state["targets"],
+                      msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."
+                      % (name, state.get("reason"), teardown._describe(state["targets"])))
+        return result
+
+
+def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    for index in range(len(events) - 1, -1, -1):
+        if events[index]["event"] == "begin":
+            return events[index:]
+    return events
+
+
+def _vm_result(vm: Dict[str, Any], status: str, reused: bool) -> Dict[str, Any]:
+    loc = vm["location"]
+    return {"name": vm["name"], "cloud": loc["cloud"], "region": loc["region"], "zone": loc.get("zone"),
+            "instance_id": vm["instance_id"], "instance_type": vm.get("instance_type"), "gpu": vm.get("gpu"),
+            "gpu_count": vm.get("gpu_count"), "ssh_host": vm["ssh"]["host"], "ssh_port": vm["ssh"]["port"],
+            "ssh_user": vm["ssh"]["user"], "host_key_alias": vm["host_key_alias"],
+            "host_key_fingerprint": vm.get("host_key_fingerprint"), "status": status,
+            "reused": reused}

@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side SSH: the controller key, the collection's own known_hosts, the
+ssh config file users Include once, and the login check of the Connecting state.
+
+Host keys are pinned per instance: each instance gets a HostKeyAlias, its key is
+recorded on first contact and every later contact (ours, ``ssh <name>`` and
+Ansible's) is checked against it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import socket
+import tempfile
+from typing import Any, Dict, Optional
+
+try:
+    import paramiko
+    HAS_PARAMIKO = True
+except ImportError:  # the action reports it; sanity's import test runs without it
+    paramiko = None
+    HAS_PARAMIKO = False
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import HostKeyMismatch, SshNotReady
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """Write ``path`` atomically with mode 0600."""
+    parent = os.path.dirname(path) or "."
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".gpuprov-")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    """Serialise writers of ``path`` across parallel forks."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    with os.fdopen(os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_controller_key(path: str) -> str:
+    """Create an ed25519 key pair at ``path`` (0600) unless one exists; return the public key line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    with _locked(path):
+        if not os.path.exists(path):
+            key = ed25519.Ed25519PrivateKey.generate()
+            private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                        serialization.NoEncryption())
+            public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                   serialization.PublicFormat.OpenSSH)
+            _write_private(path, private)
+            _write_private(path + ".pub", public + b" gpuprov-controller\n")
+            os.chmod(path + ".pub", 0o644)
+    return public_key_of(path)
+
+
+def public_key_of(path: str) -> str:
+    """The OpenSSH public key line for the private key at ``path``."""
+    if os.path.exists(path + ".pub"):
+        with open(path + ".pub") as handle:
+            return handle.read().strip()
+    from cryptography.hazmat.primitives import serialization
+    with open(path, "rb") as handle:
+        key = serialization.load_ssh_private_key(handle.read(), password=None)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                         serialization.PublicFormat.OpenSSH).decode()
+
+
+def fingerprint(key_type: str, key_b64: str) -> str:
+    digest = hashlib.sha256(base64.b64decode(key_b64)).digest()
+    return "%s SHA256:%s" % (key_type, base64.b64encode(digest).decode().rstrip("="))
+
+
+class ControllerFiles:
+    """``<state dir>/known_hosts`` and ``<state dir>/ssh_config`` (both 0600)."""
+
+    def __init__(self, state_dir: str, key_path: str):
+        self.state_dir = state_dir
+        self.key_path = key_path
+        self.known_hosts = os.path.join(state_dir, "known_hosts")
+        self.ssh_config = os.path.join(state_dir, "ssh_config")
+
+    # -- known_hosts -----------------------------------------------------------------
+    def _read_known(self) -> Dict[str, tuple]:
+        entries: Dict[str, tuple] = {}
+        if os.path.exists(self.known_hosts):
+            with open(self.known_hosts) as handle:
+                for line in handle:
+                    parts = line.split()
+                    if len(parts) >= 3 and not line.startswith("#"):
+                        entries[parts[0]] = (parts[1], parts[2])
+        return entries
+
+    def _write_known(self, entries: Dict[str, tuple]) -> None:
+        text = "".join("%s %s %s\n" % (alias, kt, kb) for alias, (kt, kb) in sorted(entries.items()))
+        _write_private(self.known_hosts, text.encode())
+
+    def known_key(self, alias: str) -> Optional[tuple]:
+        return self._read_known().get(alias)
+
+    def pin(self, alias: str, key_type: str, key_b64: str) -> None:
+        """Record the key seen on first contact, or raise HostKeyMismatch if another is pinned."""
+        with _locked(self.known_hosts):
+            entries = self._read_known()
+            if alias in entries and entries[alias] != (key_type, key_b64):
+                raise HostKeyMismatch("pinned %s, presented %s" % (fingerprint(*entries[alias]),
+                                                                   fingerprint(key_type, key_b64)))
+            if alias not in entries:
+                entries[alias] = (key_type, key_b64)
+                self._write_known(entries)
+
+    # -- ssh_config ------------------------------------------------------------------
+    @staticmethod
+    def _markers(name: str):
+        return "# BEGIN gpuprov %s\n" % name, "# END gpuprov %s\n" % name
+
+    def _replace_block(self, name: str, block: str) -> None:
+        begin, end = self._markers(name)
+        with _locked(self.ssh_config):
+            text = ""
+            if os.path.exists(self.ssh_config):
+                with open(self.ssh_config) as handle:
+                    text = handle.read()
+            if begin in text and end in text:
+                head, rest = text.split(begin, 1)
+                tail = rest.split(end, 1)[1]
+                text = head + tail
+            if block:
+                text = text + begin + block + end
+            _write_private(self.ssh_config, text.encode())
+
+    def connection_options(self, alias: str) -> str:
+        return "-o UserKnownHostsFile=%s -o HostKeyAlias=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % (
+            self.known_hosts, alias)
+
+    def write_vm(self, vm: Dict[str, Any]) -> None:
+        ssh = vm["ssh"]
+        block = ("Host %s\n    HostName %s\n    Port %d\n    User %s\n    IdentityFile %s\n"
+                 "    IdentitiesOnly yes\n    UserKnownHostsFile %s\n    HostKeyAlias %s\n"
+                 "    StrictHostKeyChecking yes\n" % (vm["name"], ssh["host"], ssh["port"], ssh["user"],
+                                                      self.key_path, self.known_hosts, vm["host_key_alias"]))
+        self._replace_block(vm["name"], block)
+
+    def remove_vm(self, name: str) -> None:
+        """Drop the VM's ssh config block and every host key pinned for its instances."""
+        self._replace_block(name, "")
+        pattern = re.compile(r"^gpuprov-%s-[0-9a-f]{12}$" % re.escape(name))
+        with _locked(self.known_hosts):
+            entries = self._read_known()
+            kept = {alias: key for alias, key in entries.items() if not pattern.match(alias)}
+            if kept != entries:
+                self._write_known(kept)
+
+
+class SshChecker:
+    """The Connecting state's check: real login with the controller key, host key pinned."""
+
+    def __init__(self, files: ControllerFiles, timeout: float = 10.0):
+        if not HAS_PARAMIKO:
+            raise RuntimeError("paramiko is required on the controller: pip install -r requirements.txt")
+        self.files = files
+        self.timeout = timeout
+        self._pkey = None
+
+    def _key(self):
+        if self._pkey is None:
+            self._pkey = paramiko.PKey.from_path(self.files.key_path)
+        return self._pkey
+
+    def __call__(self, endpoint, alias: str) -> str:
+        try:
+            sock = socket.create_connection((endpoint.host, endpoint.port), timeout=self.timeout)
+        except OSError as exc:
+            raise SshNotReady("connect: %s" % (exc.strerror or exc))
+        transport = paramiko.Transport(sock)
+        try:
+            known = self.files.known_key(alias)
+            if known:
+                # Offer only the pinned key type, so the server cannot switch to another.
+                transport.get_security_options().key_types = [known[0]]
+            try:
+                transport.start_client(timeout=self.timeout)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise SshNotReady("handshake: %s" % exc)
+            server_key = transport.get_remote_server_key()
+            self.files.pin(alias, server_key.get_name(), server_key.get_base64())
+            try:
+                transport.auth_publickey(endpoint.user, self._key())
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                # During boot the key is often not installed yet: retried until ssh_timeout.
+                raise SshNotReady("login as %s: %s" % (endpoint.user, exc))
+            try:
+                channel = transport.open_session(timeout=self.timeout)
+                channel.settimeout(self.timeout)
+                channel.exec_command("true")
+                status = channel.recv_exit_status()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise SshNotReady("command: %s" % exc)
+            if status != 0:
+                raise SshNotReady("'true' exited with %d" % status)
+            return fingerprint(server_key.get_name(), server_key.get_base64())
+        finally:
+            transport.close()

@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read-only view of the journal: every VM name, its machine state, its last
+transitions, and Leaked ones called out."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
+    Journal, default_journal_path,
+)
+
+
+def _when(at: Optional[float]) -> str:
+    if not at:
+        return "-"
+    return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) -> Dict[str, Any]:
+    """Rows for every journalled VM (or one), without creating a journal that is not there."""
+    path = os.path.abspath(os.path.expanduser(path or default_journal_path()))
+    if not os.path.exists(path):
+        return {"journal": path, "vms": [], "leaked": [], "table": ["no journal at %s: no VMs yet" % path]}
+    journal = Journal(path)
+    try:
+        projection = {row["name"]: row for row in journal.vms()}
+        vms: List[Dict[str, Any]] = []
+        for key in journal.keys():
+            if name is not None and key != name:
+                continue
+            row = journal.load(key)
+            events = [e for e in journal.events(key) if e["event"] != "poll"]
+            vm = projection.get(key, {})
+            leaked = row.state.get("kind") == "Leaked"
+            vms.append({
+                "name": key, "machine": row.kind, "state": row.label, "terminal": row.terminal,
+                "leaked": leaked, "targets": row.state.get("targets", []) if leaked else [],
+                "reason": row.state.get("reason"), "cloud": vm.get("cloud"), "region": vm.get("region"),
+                "instance_id": vm.get("instance_id"), "ssh_host": vm.get("ssh_host"), "ssh_port": vm.get("ssh_port"),
+                "status": vm.get("status") or ("gone" if row.state.get("kind") == "Done" else "none"),
+                "updated_at": _when(row.updated_at), "in_progress": bool(row.lease_owner),
+                "last_transitions": [{"at": _when(e["at"]), "from": e["from"], "to": e["to"], "note": e["note"]}
+                                     for e in events[-last:]],
+            })
+    finally:
+        journal.close()
+    return {"journal": path, "vms": vms, "leaked": [v["name"] for v in vms if v["leaked"]],
+            "table": format_table(vms)}
+
+
+def format_table(vms: List[Dict[str, Any]]) -> List[str]:
+    if not vms:
+        return ["no VMs in the journal"]
+    header = ("NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "UPDATED")
+    rows = [header]
+    for vm in vms:
+        where = "/".join(p for p in (vm["cloud"], vm["region"]) if p) or "-"
+        endpoint = "%s:%s" % (vm["ssh_host"], vm["ssh_port"]) if vm["ssh_host"] else "-"
+        state = vm["state"] + (" (running now)" if vm["in_progress"] else "")
+        rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, vm["updated_at"]))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for vm in vms:
+        if vm["leaked"]:
+            lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: ansible-playbook "
+                         "gpuprov.cloud.down -e name=%s" % (vm["name"], vm["reason"], vm["targets"], vm["name"]))
+        for t in vm["last_transitions"]:
+            lines.append("  %s %s: %s -> %s %s" % (vm["name"], t["at"], t["from"] or "-", t["to"], t["note"] or ""))
+    return lines

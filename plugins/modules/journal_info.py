@@ -1,0 +1,103 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: journal_info
+short_description: List the VMs in the gpuprov journal with their state and last transitions
+version_added: 0.1.0
+description:
+  - Reads the SQLite journal written by M(gpuprov.cloud.vm) and returns every VM name with its machine state,
+    its status, its endpoint and its last transitions. VMs whose teardown failed (C(Leaked)) are called out
+    with the resources that may still bill.
+  - Never creates or changes the journal.
+author:
+  - gpuprov.cloud contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  journal:
+    description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).
+    type: path
+  name:
+    description: Only this VM.
+    type: str
+  last:
+    description: How many of the latest transitions to return per VM.
+    type: int
+    default: 3
+notes:
+  - Run it where the journal is, normally the controller (C(delegate_to: localhost)).
+"""
+
+EXAMPLES = r"""
+- name: Read the journal
+  gpuprov.cloud.journal_info:
+  register: gpuprov_status
+
+- name: Show the table
+  ansible.builtin.debug:
+    var: gpuprov_status.table
+"""
+
+RETURN = r"""
+journal:
+  description: The journal read.
+  returned: always
+  type: str
+vms:
+  description: One entry per journalled VM name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: VM name., type: str, returned: always}
+    machine: {description: The machine that last ran (launch or teardown)., type: str, returned: always}
+    state: {description: Its state label., type: str, returned: always, sample: Ready}
+    status: {description: Projection status (running, leaked, gone, none)., type: str, returned: always}
+    leaked: {description: Whether its teardown failed., type: bool, returned: always}
+    targets: {description: Locations and ids that may still exist when leaked., type: list, returned: always}
+    last_transitions: {description: Latest transitions with time and note., type: list, returned: always}
+leaked:
+  description: Names of leaked VMs.
+  returned: always
+  type: list
+  elements: str
+table:
+  description: A printable table of the VMs followed by their last transitions.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(journal=dict(type="path"), name=dict(type="str"), last=dict(type="int", default=3)),
+        supports_check_mode=True,
+    )
+    try:
+        result = read_status(module.params["journal"], module.params["name"], module.params["last"])
+    except JournalError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

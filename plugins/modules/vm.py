@@ -1,0 +1,240 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vm
+short_description: Get a VM from whichever cloud has one, or tear it down, with a crash-safe journal
+version_added: 0.1.0
+description:
+  - Runs the launch machine (O(state=present)) or the teardown machine (O(state=absent)) for one VM name on
+    the controller. Every transition is written to a SQLite journal before the next side effect, so a crash,
+    Ctrl-C or killed AWX job loses nothing and the next run resumes or reconciles.
+  - The launch reconciles first (reuses a running VM of this name, or compensates a leaked or stale one),
+    plans offers across O(clouds), then for each offer prepares, creates (adopting an instance that already
+    carries the VM identity instead of creating a second one), waits for boot and verifies a real SSH login.
+    Capacity, quota and failure errors compensate (tear down what the attempt made) and fail over to the next
+    offer; quota blocks the whole region.
+  - On success the VM's host key is pinned in the collection's own C(known_hosts), and a C(Host <name>)
+    block is written to C(<state dir>/ssh_config); add C(Include <state dir>/ssh_config) to C(~/.ssh/config)
+    once to use C(ssh <name>).
+  - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed) while it runs.
+  - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
+  - This module runs through its action plugin on the controller; it never connects to the target host.
+author:
+  - gpuprov.cloud contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - ansible.builtin.action_common_attributes.conn
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: Reads the journal and observes the journalled VM (read-only) to predict whether anything would be created or deleted.
+  connection:
+    support: none
+  delegation:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  name:
+    description:
+      - The VM name, a DNS label (1-63 characters of V(a-z), V(0-9) and V(-)). It is the journal key and the
+        identity (tag C(gpuprov-vm-name) or name C(gpuprov-<name>)) every cloud resource of the VM carries.
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) provisions (or reuses) the VM; V(absent) tears down everything the journal knows of it.
+    type: str
+    choices: [present, absent]
+    default: present
+  clouds:
+    description:
+      - Clouds to search, in order of preference. The V(local) cloud runs each VM as an C(sshd) on a loopback port.
+    type: list
+    elements: str
+    default: [local]
+  gpu:
+    description:
+      - The GPU model, for example V(H100), V(A100-80GB), V(L4). Unset or V(none) asks for no GPU.
+    type: str
+  gpu_count:
+    description: Number of GPUs; at least 1.
+    type: int
+    default: 1
+  regions:
+    description: Regions to consider; empty means each cloud's documented default list.
+    type: list
+    elements: str
+    default: []
+  spot:
+    description: Ask for spot / preemptible capacity where the cloud has it.
+    type: bool
+    default: false
+  retry_until_up:
+    description:
+      - When every offer is exhausted, plan again after 30 seconds instead of failing, until the VM is up or
+        the task is interrupted.
+    type: bool
+    default: false
+  boot_timeout:
+    description: Seconds an instance may take to be Running with an SSH endpoint; default is the cloud's own.
+    type: int
+  ssh_timeout:
+    description: Seconds to wait for a successful SSH login once the instance is Running.
+    type: int
+    default: 300
+  teardown_timeout:
+    description: Seconds to wait for instances to be gone before the teardown is declared Leaked.
+    type: int
+    default: 600
+  journal:
+    description:
+      - Path of the SQLite journal. Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite). Created 0600.
+    type: path
+  ssh_key:
+    description:
+      - Private key used to log in to the VM. Unset uses the collection's own ed25519 key,
+        C(<state dir>/id_ed25519), generated (0600) on first use.
+    type: path
+  ssh_user:
+    description: Login user where the cloud does not dictate one (the image default otherwise).
+    type: str
+  cloud_options:
+    description:
+      - Per-cloud adapter options, keyed by cloud name (for example credentials, endpoints, base images).
+        Never logged.
+    type: dict
+    default: {}
+notes:
+  - Runs on the controller only. The VM's connection variables are returned in RV(connection) so a play can
+    C(ansible.builtin.set_fact) them and reach the VM with its pinned host key.
+  - A teardown that cannot finish ends in state C(Leaked), listed by the status playbook; the next run of
+    C(present) or C(absent) for the name starts by resolving it.
+seealso:
+  - name: Provision playbook
+    description: C(ansible-playbook gpuprov.cloud.provision -e name=... -e gpu=...)
+    link: https://github.com/gpuprov/cloud
+"""
+
+EXAMPLES = r"""
+- name: Provision a VM with an H100 on the first cloud that has one
+  gpuprov.cloud.vm:
+    name: train1
+    gpu: H100
+    clouds: [aws, gcp]
+  register: train1
+
+- name: Reach it with its pinned host key
+  ansible.builtin.set_fact:
+    ansible_host: "{{ train1.connection.ansible_host }}"
+    ansible_port: "{{ train1.connection.ansible_port }}"
+    ansible_user: "{{ train1.connection.ansible_user }}"
+    ansible_ssh_private_key_file: "{{ train1.connection.ansible_ssh_private_key_file }}"
+    ansible_ssh_common_args: "{{ train1.connection.ansible_ssh_common_args }}"
+
+- name: A loopback VM on the local cloud (no credentials needed)
+  gpuprov.cloud.vm:
+    name: demo
+
+- name: Tear it down
+  gpuprov.cloud.vm:
+    name: train1
+    state: absent
+"""
+
+RETURN = r"""
+state:
+  description: The terminal state this run reached (C(Ready), C(Aborted), C(Exhausted), C(Leaked), C(Done)...).
+  returned: always
+  type: str
+  sample: Ready
+vm:
+  description: The VM, when O(state=present) succeeded.
+  returned: success and O(state=present)
+  type: dict
+  contains:
+    name: {description: VM name., type: str, returned: always, sample: train1}
+    cloud: {description: Cloud it runs on., type: str, returned: always, sample: aws}
+    region: {description: Region., type: str, returned: always, sample: us-east-1}
+    zone: {description: Zone where the cloud has them., type: str, returned: always, sample: us-east-1a}
+    instance_id: {description: The cloud's instance id., type: str, returned: always, sample: i-0abc}
+    instance_type: {description: Instance type., type: str, returned: always, sample: p5.48xlarge}
+    gpu: {description: GPU model., type: str, returned: always, sample: H100}
+    gpu_count: {description: GPU count., type: int, returned: always, sample: 8}
+    ssh_host: {description: SSH host., type: str, returned: always, sample: 203.0.113.7}
+    ssh_port: {description: SSH port., type: int, returned: always, sample: 22}
+    ssh_user: {description: SSH user., type: str, returned: always, sample: ubuntu}
+    host_key_alias: {description: Name of the pinned host key in the collection's known_hosts., type: str, returned: always}
+    host_key_fingerprint: {description: SHA256 fingerprint of the pinned host key., type: str, returned: always}
+    status: {description: VM status., type: str, returned: always, sample: running}
+    reused: {description: Whether an already running VM was reused., type: bool, returned: always}
+connection:
+  description: Connection variables for the VM (host, port, user, key, pinned host key options).
+  returned: success and O(state=present)
+  type: dict
+  sample:
+    ansible_host: 127.0.0.1
+    ansible_port: 40211
+    ansible_user: root
+    ansible_ssh_private_key_file: /home/me/.local/state/gpuprov/id_ed25519
+    ansible_ssh_common_args: -o UserKnownHostsFile=... -o HostKeyAlias=gpuprov-demo-0a1b2c3d4e5f -o StrictHostKeyChecking=yes
+ssh_config:
+  description: The ssh config file holding a C(Host <name>) block for the VM.
+  returned: success and O(state=present)
+  type: str
+history:
+  description: The attempts of the search, each offer with its outcome and classified error.
+  returned: O(state=present)
+  type: list
+  elements: dict
+events:
+  description: The journal events of this run (transitions, polls, retries) with notes and timestamps.
+  returned: O(state=present)
+  type: list
+  elements: dict
+journal:
+  description: Path of the journal used.
+  returned: always
+  type: str
+leaked:
+  description: Locations and instance ids that may still exist (and bill) after a failed teardown.
+  returned: when a teardown ended Leaked
+  type: list
+  elements: dict
+targets:
+  description: What the teardown removed.
+  returned: O(state=absent) and something was torn down
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
+
+
+def main():
+    module = AnsibleModule(argument_spec=VM_ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="gpuprov.cloud.vm runs on the controller through its action plugin; "
+                         "call it as a task (it was executed as a plain module instead)")
+
+
+if __name__ == "__main__":
+    main()

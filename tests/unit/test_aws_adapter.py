@@ -240,7 +240,7 @@ def test_prepare_ami_id_option(make, ec2):
     assert (per_region["image_id"], per_region["image_source"]) == ("ami-785db401", "ami_id")
     with pytest.raises(ProviderError) as info:
         make(ami_id="ami-0000000000000dead").prepare(offer_for(), spec_for("ami2"))
-    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("ami_id")
     assert groups_of(ec2, "ami2") == []   # nothing made before the image was known
 
 
@@ -249,6 +249,15 @@ def test_prepare_reads_the_image_from_ssm(make, moto_ec2, account):
         Name="/gpuprov/test/dlami", Value="ami-9b32e8e2", Type="String", DataType="aws:ec2:image")
     prepared = make(ami_ssm_parameter="/gpuprov/test/dlami").prepare(offer_for(), spec_for("ssm1"))
     assert (prepared["image_id"], prepared["image_source"]) == ("ami-9b32e8e2", "ssm:/gpuprov/test/dlami")
+
+
+def test_unset_options_from_ansible_mean_defaults(make, moto_ec2, account):
+    """Ansible passes unset options as None: None is the default, '' switches off."""
+    akid = account["aws_access_key_id"]
+    make(ami_ssm_parameter=None).prepare(offer_for(), spec_for("none1"))
+    assert len(moto_ec2.calls("GetParameter", akid)) == 1     # the default DLAMI parameter was asked
+    make(ami_ssm_parameter="").prepare(offer_for(), spec_for("none1"))
+    assert len(moto_ec2.calls("GetParameter", akid)) == 1     # '' skips SSM
 
 
 def test_prepare_without_any_image_is_unavailable_for_the_region(make):

@@ -339,7 +339,8 @@ class AwsProvider(Provider):
         """This controller's public address /32 (/128), asked of controller_ip_url once."""
         if self._controller_cidrs:
             return self._controller_cidrs
-        url = self.options.get("controller_ip_url", DEFAULT_CONTROLLER_IP_URL)
+        url = self.options.get("controller_ip_url")
+        url = DEFAULT_CONTROLLER_IP_URL if url is None else url  # '' disables the lookup
         if not url:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller "
                                 "address lookup is disabled (controller_ip_url is empty)")
@@ -377,7 +378,13 @@ class AwsProvider(Provider):
         if isinstance(ami, dict):
             ami = ami.get(offer.region)
         if ami:
-            if not ec2.describe_images(ImageIds=[ami]).get("Images"):
+            try:
+                known = ec2.describe_images(ImageIds=[ami]).get("Images")
+            except ClientError as exc:
+                if not error_code(exc).startswith("InvalidAMIID."):
+                    raise
+                known = []
+            if not known:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "ami_id: %s does not exist in %s" % (ami, offer.region))
             return ami, "ami_id"
         wanted = image_defaults(offer.gpu, self.options)

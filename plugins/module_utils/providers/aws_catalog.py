@@ -145,8 +145,9 @@ def regions_for(requested: Any, default: Any = None) -> Tuple[str, ...]:
 def image_defaults(gpu: Optional[str], options: Dict[str, Any]) -> Dict[str, Any]:
     """SSM parameter, name filter and owners for this offer, after the user's options."""
     base = DEFAULT_IMAGES["gpu" if gpu else "cpu"]
+    ssm = options.get("ami_ssm_parameter")  # None (unset) = default, '' = skip SSM
     return {
-        "ssm": options.get("ami_ssm_parameter", base["ssm"]),
+        "ssm": base["ssm"] if ssm is None else ssm,
         "name": options.get("ami_name_filter") or base["name"],
         "owners": list(options.get("ami_owners") or base["owners"]),
     }

@@ -96,7 +96,7 @@ class LocalProvider(Provider):
     @staticmethod
     def _pid(folder: str) -> Optional[int]:
         try:
-            with open(os.path.join(folder, "sshd.pid")) as handle:
+            with open(os.path.join(folder, "instance.pid")) as handle:
                 return int(handle.read().strip())
         except (OSError, ValueError):
             return None
@@ -117,12 +117,29 @@ class LocalProvider(Provider):
         return os.path.join(folder, "sshd_config") in cmdline
 
     @staticmethod
+    def _exists(pid: int) -> bool:
+        """A live (non-zombie) process with this pid, whatever it runs."""
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    @staticmethod
     def _log_tail(folder: str) -> str:
         try:
             with open(os.path.join(folder, "sshd.log")) as handle:
                 return " | ".join(line.strip() for line in handle.readlines()[-3:])
         except OSError:
             return "no log"
+
+    @staticmethod
+    def _young(folder: str) -> bool:
+        try:
+            with open(os.path.join(folder, "instance.json")) as handle:
+                return time.time() - float(json.load(handle).get("created_at", 0)) < _START_GRACE_S
+        except (OSError, ValueError):
+            return False
 
     @staticmethod
     def _free_port() -> int:
@@ -171,21 +188,39 @@ class LocalProvider(Provider):
             fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
+        sshd = self._sshd()
+        config = os.path.join(folder, "sshd_config")
         try:
-            # sshd binds its port, then daemonises (setsid) and writes the pid file.
-            done = subprocess.run([prepared.get("sshd") or self._sshd(), "-f", os.path.join(folder, "sshd_config"),
-                                   "-E", os.path.join(folder, "sshd.log")],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  timeout=30, start_new_session=True, check=False)
+            # sshd's own test mode checks the config and host key before anything runs.
+            checked = subprocess.run([sshd, "-t", "-f", config], stdin=subprocess.DEVNULL, capture_output=True,
+                                     timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc)
-        if done.returncode != 0:
-            detail = (done.stderr.decode(errors="replace").strip() or self._log_tail(folder))
+            checked = None
+            problem = str(exc)
+        if checked is None or checked.returncode != 0:
             with open(os.path.join(folder, "deleted"), "w"):
                 pass  # nothing runs: mark it so observe does not report it
-            if "Address already in use" in detail:
-                raise ProviderError(ErrorKind.TRANSIENT, "port %d was taken before sshd bound it" % port)
-            raise ProviderError(ErrorKind.FAILED, "sshd exited with %d: %s" % (done.returncode, detail))
+            if checked is not None:
+                problem = checked.stderr.decode(errors="replace").strip() or "exit %d" % checked.returncode
+            raise ProviderError(ErrorKind.FAILED, "sshd rejected its configuration: %s" % problem)
+        try:
+            # Start sshd in the foreground (-D) behind a shell that exits at once: the
+            # pid is known before create returns (so a delete right after it can stop
+            # that exact process), and sshd is re-parented away from this worker.
+            done = subprocess.run(
+                ["/bin/sh", "-c", '"$0" -D -f "$1" -E "$2" </dev/null >/dev/null 2>&1 & echo $!',
+                 sshd, config, os.path.join(folder, "sshd.log")],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=30, start_new_session=True, check=False)
+            pid = int(done.stdout.decode().strip() or 0)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc)
+        if done.returncode != 0 or pid <= 0:
+            with open(os.path.join(folder, "deleted"), "w"):
+                pass  # nothing runs: mark it so observe does not report it
+            raise ProviderError(ErrorKind.FAILED, "could not start sshd: %s"
+                                % (done.stderr.decode(errors="replace").strip() or "no pid"))
+        with open(os.path.join(folder, "instance.pid"), "w") as handle:
+            handle.write("%d\n" % pid)
         return instance_id
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
@@ -215,7 +250,9 @@ class LocalProvider(Provider):
             if alive:
                 endpoint = SshEndpoint("127.0.0.1", int(meta["port"]), meta.get("user") or self.user)
                 found.append(Observed(instance_id, Status.RUNNING, endpoint=endpoint, location=where))
-            elif pid is None and time.time() - float(meta.get("created_at", 0)) < _START_GRACE_S:
+            elif time.time() - float(meta.get("created_at", 0)) < _START_GRACE_S and (
+                    pid is None or self._exists(pid)):
+                # sshd not exec'd yet, or still starting: not Running, not failed either.
                 found.append(Observed(instance_id, Status.PENDING, location=where))
             else:
                 found.append(Observed(instance_id, Status.FAILED, reason="sshd is not running: %s"
@@ -230,7 +267,7 @@ class LocalProvider(Provider):
             with open(os.path.join(folder, "deleted"), "w"):
                 pass
             pid = self._pid(folder)
-            if self._alive(pid, folder):
+            if self._alive(pid, folder) or (pid and self._young(folder) and self._exists(pid)):
                 try:
                     os.kill(pid, signal.SIGTERM)
                 except ProcessLookupError:

@@ -37,3 +37,18 @@ integration: dev
 
 clean:
 	rm -rf build $(VENV)
+
+# ansible-test needs the collection at ansible_collections/<ns>/<name>: test a copy of the tracked files.
+SANITY_ROOT ?= build/sanity
+SANITY_DIR := $(SANITY_ROOT)/ansible_collections/gpuprov/cloud
+sanity: dev
+	pipver=$$($(BIN)/python -c "import re,ansible_test._internal.python_requirements as r,inspect; print(re.search(r\"pip='([0-9.]+)'\", inspect.getsource(r)).group(1))"); \
+	  cache=$$HOME/.ansible/test/cache/get_pip_$${pipver//./_}.py; \
+	  [ -f $$cache ] || { mkdir -p $$(dirname $$cache) && cp tests/tools/offline_get_pip.py $$cache; }
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_DIR)
+	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_DIR)
+	cd $(SANITY_DIR) && git init -q && git add -A  # its own repo: the outer one ignores build/
+	cd $(SANITY_DIR) && $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --color no
+
+lint: dev
+	$(BIN)/ansible-lint --profile production

@@ -1,0 +1,390 @@
+"""The teardown machine (Requesting -> AwaitingGone -> CleaningUp -> Done | Leaked),
+alone as ``down`` runs it, on the REAL executor and a tmp journal, against scripted
+fake clouds; and how launch and down hand work to each other through the journal.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    VM_NAME_TAG, ErrorKind, InstanceSpec, Location, ProviderError, Status,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, teardown
+from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (
+    ScriptedProvider, World, kind_of, offer,
+)
+
+A, B = "fakea", "fakeb"
+LOC = Location(A, "r1", "r1-a")
+LOC_B = Location(B, "eu-1")
+
+
+class Crash(BaseException):
+    """The controller dies before the commit."""
+
+
+def crash_leaving(kind):
+    fired = {"done": False}
+
+    def hook(old, new):
+        if old["kind"] == kind and not fired["done"]:
+            fired["done"] = True
+            raise Crash("killed leaving %s" % kind)
+    return hook
+
+
+def err(kind, msg="scripted"):
+    return ProviderError(kind, msg)
+
+
+def provisioned(p, location, name="vm1"):
+    """A VM as a launch leaves it: the location's side resource plus one running instance.
+    The setup calls are then forgotten, so tests count only the teardown's calls."""
+    spec = InstanceSpec(vm_name=name, ssh_public_key="ssh-ed25519 AAAA test")
+    p.prepare(offer(location.cloud, location.region, zone=location.zone), spec)
+    iid = p.spawn(name, location)
+    p.calls.clear()
+    p.log.clear()
+    return iid
+
+
+def tgt(location, ids=()):
+    return teardown.target(location.to_dict(), list(ids))
+
+
+# --- the happy path ----------------------------------------------------------------------
+
+def test_teardown_requests_awaits_cleans_up_and_is_done(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Done" and out.label == "Done"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert p.ops("delete") == [(str(LOC), (iid,))]
+    assert p.ops("cleanup") == [(str(LOC),)]
+    assert iid in p.gone and p.side_removed
+    row = w.row()
+    assert row.kind == "teardown" and row.terminal and row.lease_owner is None
+    assert w.path() == ["Requesting", "AwaitingGone", "CleaningUp", "Done"]
+    trans = [e for e in w.events() if e["event"] == "transition"]
+    assert [(e["from"], e["to"]) for e in trans] == [("Requesting", "AwaitingGone"),
+                                                      ("AwaitingGone", "CleaningUp"),
+                                                      ("CleaningUp", "Done")]
+    assert trans[0]["note"] == "deletion requested for fakea/r1/r1-a [%s]" % iid
+    assert trans[1]["note"] == "all instances gone"
+    polls = [e for e in w.events() if e["event"] == "poll"]
+    assert len(polls) == 1 and polls[0]["note"] == "waiting for fakea/r1/r1-a [%s] to go" % iid
+    assert w.clock.waits == [5.0]                    # one poll at the cloud's interval
+    w.assert_clean()
+
+
+def test_instances_found_by_identity_are_deleted_even_if_not_known(tmp_path):
+    p = ScriptedProvider(A)
+    known = provisioned(p, LOC)
+    stray = p.spawn("vm1", LOC)                      # made by a create whose answer was lost
+    other_vm = p.spawn("vm2", LOC)                   # another VM at the same location
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [known])])
+
+    assert out.state["kind"] == "Done"
+    assert p.ops("delete")[0] == (str(LOC), tuple(sorted([known, stray])))
+    assert out.state["targets"][0]["instance_ids"] == sorted([known, stray])
+    assert known in p.gone and stray in p.gone
+    assert other_vm in p.instances and not p.instances[other_vm].deleting
+    assert p.instances[other_vm].tags == {VM_NAME_TAG: "vm2"}
+    w.assert_clean()
+
+
+def test_a_location_with_no_known_id_is_searched_by_identity(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC)])
+
+    assert out.state["kind"] == "Done" and out.state["targets"][0]["instance_ids"] == [iid]
+    w.assert_clean()
+
+
+def test_nothing_to_remove_is_done_without_deletes(tmp_path):
+    p = ScriptedProvider(A)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC)])
+
+    assert out.state["kind"] == "Done"
+    assert p.calls["delete"] == 0 and p.ops("cleanup") == [(str(LOC),)]
+    assert w.clock.waits == []
+
+
+def test_targets_on_two_clouds_are_all_removed(tmp_path):
+    pa, pb = ScriptedProvider(A), ScriptedProvider(B)
+    ia, ib = provisioned(pa, LOC), provisioned(pb, LOC_B)
+    w = World(tmp_path, [pa, pb], clouds=[A, B])
+
+    out = w.down(targets=[tgt(LOC, [ia]), tgt(LOC_B, [ib])])
+
+    assert out.state["kind"] == "Done"
+    assert pa.ops("delete") == [(str(LOC), (ia,))] and pb.ops("delete") == [(str(LOC_B), (ib,))]
+    assert pa.ops("cleanup") == [(str(LOC),)] and pb.ops("cleanup") == [(str(LOC_B),)]
+    w.assert_clean()
+
+
+def test_terminating_instances_are_not_deleted_again_while_awaited(tmp_path):
+    p = ScriptedProvider(A, gone_after=4)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Done"
+    assert p.calls["delete"] == 1 and len(w.clock.waits) == 4
+
+
+def test_a_delete_that_did_not_take_is_requested_again(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    ignored = p.script("delete", lambda location, name, ids: None)   # accepted, then nothing happens
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert ignored.fired == 1
+    assert out.state["kind"] == "Done"
+    assert p.ops("delete") == [(str(LOC), (iid,)), (str(LOC), (iid,))]
+    w.assert_clean()
+
+
+# --- crashes -----------------------------------------------------------------------------
+
+def test_crash_between_delete_and_commit_reruns_requesting_safely(tmp_path):
+    p = ScriptedProvider(A, gone_after=2)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+
+    with pytest.raises(Crash):
+        w.down(targets=[tgt(LOC, [iid])], before_commit=crash_leaving("Requesting"))
+
+    assert w.row().label == "Requesting" and not w.row().terminal
+    assert p.calls["delete"] == 1 and p.instances[iid].deleting
+
+    out = w.down()                                   # resumes the journalled Requesting
+
+    assert out.resumed and out.state["kind"] == "Done"
+    assert p.ops("delete") == [(str(LOC), (iid,)), (str(LOC), (iid,))]   # the same, idempotent delete
+    assert any(e["event"] == "resume" and e["to"] == "Requesting" for e in w.events())
+    w.assert_clean()
+
+
+@pytest.mark.parametrize("kind", ["AwaitingGone", "CleaningUp"])
+def test_crash_later_in_the_teardown_resumes_to_done(tmp_path, kind):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+    with pytest.raises(Crash):
+        w.down(targets=[tgt(LOC, [iid])], before_commit=crash_leaving(kind))
+    assert w.row().label == kind
+
+    out = w.down()
+
+    assert out.resumed and out.state["kind"] == "Done"
+    assert p.calls["cleanup"] == (2 if kind == "CleaningUp" else 1)
+    w.assert_clean()
+
+
+def test_a_launch_after_an_interrupted_down_finishes_the_teardown_first(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a")])
+    w = World(tmp_path, [p])
+    old = w.launch().state["vm"]["instance_id"]
+    with pytest.raises(Crash):
+        w.down(before_commit=crash_leaving("Requesting"))
+    assert w.row().kind == "teardown" and w.row().label == "Requesting"
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and out.state["vm"]["instance_id"] != old
+    assert w.path(since_begin=True)[:5] == ["Reconciling", "Compensating/Requesting",
+                                            "Compensating/AwaitingGone", "Compensating/CleaningUp",
+                                            "Planning"]
+    assert w.row().kind == "launch"
+    assert old in p.gone
+    w.assert_clean(keep=out.state["vm"]["instance_id"])
+
+
+# --- failures: Leaked ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", [ErrorKind.TRANSIENT, ErrorKind.CREDENTIALS, ErrorKind.FAILED])
+def test_delete_failing_past_the_budget_is_leaked_and_the_next_down_resolves_it(tmp_path, kind):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(kind, "delete refused"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=4)
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Leaked" and w.row().terminal
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["reason"] == "teardown failed in Requesting: %s: delete refused" % kind
+    assert p.calls["delete"] == 4 and iid in p.instances
+    assert len([e for e in w.events() if e["event"] == "retry"]) == 4
+    assert len(w.clock.waits) == 3                   # backoff between the 4 attempts, on the fake clock
+    assert all(1.0 <= s <= 30.0 for s in w.clock.waits)
+
+    p.clear()
+    again = w.down()                                 # from the Leaked state's targets
+
+    assert again.state["kind"] == "Done" and not again.resumed
+    assert w.path(since_begin=True) == ["Requesting", "AwaitingGone", "CleaningUp", "Done"]
+    w.assert_clean()
+
+
+def test_transient_delete_is_retried_within_the_budget(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(ErrorKind.TRANSIENT, "503"), times=2)
+    w = World(tmp_path, [p], teardown_attempts=3)
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Done" and p.calls["delete"] == 3
+    w.assert_clean()
+
+
+def test_an_instance_that_never_goes_away_is_leaked_after_the_timeout(tmp_path):
+    p = ScriptedProvider(A, gone_after=None)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p], teardown_timeout=60.0)
+
+    out = w.down(targets=[tgt(LOC)])
+
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["reason"] == "instances still present after 60 s: fakea/r1/r1-a [%s]" % iid
+    assert sum(w.clock.waits) > 60.0 and w.clock.waits == [5.0] * 13
+    assert p.calls["cleanup"] == 0                   # never cleans up under a live instance
+    assert w.transitions() == [("Requesting", "AwaitingGone"), ("AwaitingGone", "Leaked")]
+
+
+def test_cleanup_failing_past_the_budget_is_leaked(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("cleanup", err(ErrorKind.TRANSIENT, "dependency violation"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=2)
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Leaked" and "CleaningUp" in out.state["reason"]
+    assert iid in p.gone and p.side                   # only the security group is left
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    p.clear()
+    assert w.down().state["kind"] == "Done"
+    w.assert_clean()
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: TeardownMachine._step_Requesting deletes ids it found by "
+                   "identity without journalling them first, so a Leaked from Requesting omits them")
+def test_leaked_names_the_ids_found_by_identity(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(ErrorKind.TRANSIENT, "503"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=2)
+
+    out = w.down(targets=[tgt(LOC)])                 # the id was never journalled
+
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+
+
+def test_cancel_does_not_stop_a_teardown(tmp_path):
+    p = ScriptedProvider(A, gone_after=2)
+    iid = provisioned(p, LOC)
+    w = World(tmp_path, [p])
+    token = CancelToken(w.clock)
+    token.request()
+
+    out = w.down(targets=[tgt(LOC, [iid])], cancel=token)
+
+    assert out.cancelled and out.state["kind"] == "Done"
+    w.assert_clean()
+
+
+# --- down after launch states ---------------------------------------------------------------
+
+def test_down_of_a_ready_vm_then_a_fresh_launch(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a")])
+    w = World(tmp_path, [p])
+    iid = w.launch().state["vm"]["instance_id"]
+
+    out = w.down()
+
+    assert out.state["kind"] == "Done"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["reason"] == "down requested"
+    w.assert_clean()
+    again = w.launch()
+    assert again.state["kind"] == "Ready" and not again.state["reused"]
+    assert w.path(since_begin=True)[:2] == ["Reconciling", "Planning"]
+
+
+@pytest.mark.parametrize("kind", ["Preparing", "Creating", "Booting", "Connecting"])
+def test_down_of_a_launch_killed_mid_attempt_removes_everything(tmp_path, kind):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a")])
+    w = World(tmp_path, [p])
+
+    def hook(old, new):
+        if old["kind"] == kind:
+            raise Crash(kind)
+    with pytest.raises(Crash):
+        w.launch(before_commit=hook)
+    row = w.row()
+    assert row.kind == "launch" and kind_of(row.label) == kind
+
+    out = w.down()
+
+    assert out.state["kind"] == "Done" and not out.resumed    # a launch row is not resumed by down
+    assert [t["location"] for t in out.state["targets"]] == [LOC.to_dict()]
+    if kind != "Preparing":
+        assert out.state["targets"][0]["instance_ids"] == p.created
+    w.assert_clean()
+
+
+def test_down_of_a_launch_killed_while_compensating_finishes_it(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a"), offer(A, "r1", zone="r1-b")], gone_after=3)
+    p.fail("create", err(ErrorKind.CAPACITY, "none"), after=True, where=lambda o: o.zone == "r1-a")
+
+    w = World(tmp_path, [p])
+
+    def killed(seconds):
+        if w.row().label == "Compensating/AwaitingGone":
+            raise Crash("killed while compensating")
+    w.clock.on_wait = killed
+    with pytest.raises(Crash):
+        w.launch()
+    w.clock.on_wait = None
+    assert launch.owned_targets(w.row().state, w.row().kind) == [
+        {"location": LOC.to_dict(), "instance_ids": [p.created[0]]}]
+
+    out = w.down()
+
+    assert out.state["kind"] == "Done"
+    w.assert_clean()
+    assert p.calls["create"] == 1
+
+
+def test_a_teardown_never_plans_or_creates(tmp_path):
+    """A down never calls plan/prepare/create, whatever it finds."""
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    iid = provisioned(p, LOC)
+    p.set_status(iid, Status.FAILED, "xid")
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Done"
+    assert p.calls["plan"] == p.calls["prepare"] == p.calls["create"] == 0

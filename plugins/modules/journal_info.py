@@ -16,7 +16,7 @@ description:
     with the resources that may still bill.
   - Never creates or changes the journal.
 author:
-  - gpuprov.cloud contributors
+  - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -38,7 +38,7 @@ options:
     type: int
     default: 3
 notes:
-  - Run it where the journal is, normally the controller (C(delegate_to: localhost)).
+  - "Run it where the journal is, normally the controller (C(delegate_to: localhost))."
 """
 
 EXAMPLES = r"""
@@ -65,7 +65,7 @@ vms:
     name: {description: VM name., type: str, returned: always}
     machine: {description: The machine that last ran (launch or teardown)., type: str, returned: always}
     state: {description: Its state label., type: str, returned: always, sample: Ready}
-    status: {description: Projection status (running, leaked, gone, none)., type: str, returned: always}
+    status: {description: "Projection status: running, leaked, gone or none.", type: str, returned: always}
     leaked: {description: Whether its teardown failed., type: bool, returned: always}
     targets: {description: Locations and ids that may still exist when leaked., type: list, returned: always}
     last_transitions: {description: Latest transitions with time and note., type: list, returned: always}

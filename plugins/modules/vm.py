@@ -26,7 +26,7 @@ description:
   - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - This module runs through its action plugin on the controller; it never connects to the target host.
 author:
-  - gpuprov.cloud contributors
+  - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow

@@ -773,10 +773,6 @@ def test_hard_cancel_is_never_turned_into_a_retry(journal, clock):
     assert [e for e in journal.events(KEY) if e["event"] == "retry"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: executor.py run() waits with cancel.wait after the cancellation "
-                                       "is mapped; the token's event stays set, so every later Poll/Retry wait "
-                                       "returns at once (compensation polls the cloud in a busy loop and "
-                                       "retry backoff becomes zero)")
 def test_waits_after_a_mapped_cancel_still_honour_their_delays(journal, clock, monkeypatch):
     # Real CancelToken; only the sleeping primitives are faked (they move the fake
     # clock), so this holds whichever of them a fix uses.
@@ -928,9 +924,6 @@ def test_a_next_after_the_lease_was_lost_is_refused(journals, jpath, clock):
 
 @pytest.mark.parametrize("result", [pytest.param(Poll(5, "still booting"), id="poll-note"),
                                     pytest.param(Retry("throttled"), id="retry-note")])
-@pytest.mark.xfail(strict=True, reason="BUG: executor.py writes Poll/Retry notes with journal.note(), which "
-                                       "journal.py does not guard by lease (or version): a run whose lease was "
-                                       "taken over still appends events to the new owner's history")
 def test_a_run_that_lost_its_lease_writes_nothing_more(journals, jpath, clock, result):
     journal, thief = journals(), journals()
     snapshot = {}
@@ -959,9 +952,6 @@ def test_the_lease_is_released_after_every_kind_of_ending(journal, clock):
         assert (row.lease_owner, row.lease_expires) == (None, None), key
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: executor.py run() acquires the lease before its try/finally; "
-                                       "when initial() (or begin/resume bookkeeping) raises, the lease stays "
-                                       "held for lease_ttl and the next run gets a misleading LeaseHeld")
 def test_a_failing_initial_does_not_leave_the_key_leased(journal, clock):
     executor(journal, ToyMachine(ToyWorld()), clock).run(KEY, toy_initial)   # a terminal row exists
 
@@ -1046,9 +1036,6 @@ def test_resume_is_reported_and_journalled(journals, clock):
     assert emitted[0] == ("resume", "ToyA")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: executor.py calls before_commit only for Next transitions; the "
-                                       "retries-exhausted and cancel-mapping commits skip it, so crash "
-                                       "injection (KILL_BEFORE_COMMIT) cannot reach those transitions")
 def test_before_commit_is_called_for_every_committed_transition(journal, clock):
     token = CancelToken(clock)
     calls = []

@@ -197,8 +197,6 @@ def test_a_directory_at_the_journal_path_raises_journal_error(tmp_path, clock):
         os.chmod(str(target), 0o755)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: journal.py Journal._open chmods whatever exists at the path to "
-                                       "0600 before checking it is a regular file; a directory loses its x bit")
 def test_a_directory_at_the_journal_path_keeps_its_mode(tmp_path, clock):
     target = tmp_path / "somedir"
     target.mkdir()
@@ -211,9 +209,6 @@ def test_a_directory_at_the_journal_path_keeps_its_mode(tmp_path, clock):
         os.chmod(str(target), 0o755)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: journal.py Journal._open adopts any SQLite database (adds its "
-                                       "tables and meta row); a foreign one then fails later with a raw "
-                                       "sqlite3.OperationalError instead of a JournalError at open")
 def test_a_foreign_sqlite_database_is_refused_at_open(tmp_path, clock):
     path = tmp_path / "other.sqlite"
     db = sqlite3.connect(str(path))
@@ -579,8 +574,6 @@ def test_vms_projection_persists_across_connections(jpath, clock):
         b.close()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: journal.py upsert_vm stores a str detail as-is but vms() always "
-                                       "json.loads it: a plain-text detail raises JSONDecodeError on read")
 def test_upsert_vm_with_a_text_detail_reads_back(journal):
     journal.upsert_vm("gpu-1", status="leaked", detail="teardown failed: throttled")
     assert journal.vm("gpu-1")["detail"] == "teardown failed: throttled"

@@ -225,94 +225,110 @@ class Executor:
             pass
 
     def run(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], Dict[str, Any]],
-            wait_poll: Optional[Callable[[float], bool]] = None) -> Outcome:
+            wait_poll: Optional[Callable[[float], Any]] = None) -> Outcome:
         """Resume ``key`` if its journalled state is non-terminal and of this machine,
         else start from ``initial(previous_state, previous_kind)``."""
-        machine = self.machine
         self.journal.acquire(key, self.owner, self.lease_ttl)
-        row = self.journal.load(key)
-        if row is not None and not row.terminal and row.kind == machine.KIND:
-            state, version, resumed = row.state, row.version, True
-            self.journal.renew(key, self.owner, self.lease_ttl)
-            self.journal.note(key, self.owner, version, row.label, "resumed by %s" % self.owner, event="resume")
-            self._emit("resume", label=row.label)
-        else:
-            state = initial(row.state if row else None, row.kind if row else None)
-            version = self.journal.begin(key, machine.KIND, state, machine.label(state),
-                                         machine.is_terminal(state), self.owner, self.lease_ttl,
-                                         row.version if row else None,
-                                         note="started by %s" % self.owner)
-            resumed = False
-            self._emit("begin", label=machine.label(state))
-        if self.use_heartbeat:
-            self._heartbeat = _Heartbeat(self.journal.path, key, self.owner, self.lease_ttl)
-            self._heartbeat.start()
-        wait = wait_poll or self.cancel.wait
-        transitions = 0
         try:
-            entered = self.clock()
-            attempts = 0
-            cancel_mapped = False
-            last_poll_note = None
-            while not machine.is_terminal(state):
-                self.fence(key)
-                if self.cancel.requested and not cancel_mapped:
-                    cancel_mapped = True
-                    mapped = machine.on_cancel(state)
-                    self._emit("cancel", label=machine.label(state))
-                    if mapped is not None and mapped != state:
-                        version = self._commit(key, version, state, mapped, "cancelled by interrupt")
-                        state, entered, attempts, last_poll_note = mapped, self.clock(), 0, None
-                        transitions += 1
-                        continue
-                cx = StepCx(self, key, entered, attempts)
-                try:
-                    result = machine.step(state, cx)
-                except (LeaseLost, HardCancel, Conflict):
-                    raise
-                except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
-                    result = Retry("%s: %s" % (type(exc).__name__, exc))
-                if isinstance(result, Next):
-                    nxt = result.state
-                    if self.before_commit is not None:
-                        self.before_commit(state, nxt)
-                    version = self._commit(key, version, state, nxt, result.note)
-                    state, entered, attempts, last_poll_note = nxt, self.clock(), 0, None
-                    transitions += 1
-                elif isinstance(result, Poll):
-                    if result.note and result.note != last_poll_note:
-                        self.journal.note(key, self.owner, version, machine.label(state), result.note)
-                        last_poll_note = result.note
-                    self._emit("poll", label=machine.label(state), note=result.note, in_state=cx.in_state)
-                    wait(result.after)
-                elif isinstance(result, Retry):
-                    attempts += 1
-                    policy = machine.retry_policy(state)
-                    self.journal.note(key, self.owner, version, machine.label(state),
-                                      "attempt %d/%d failed: %s" % (attempts, policy.max_attempts, result.error),
-                                      event="retry")
-                    if attempts >= policy.max_attempts:
-                        nxt = machine.on_retries_exhausted(state, result.error)
-                        version = self._commit(key, version, state, nxt,
-                                               "retries exhausted after %d attempts: %s" % (attempts, result.error))
-                        state, entered, attempts, last_poll_note = nxt, self.clock(), 0, None
-                        transitions += 1
-                    else:
-                        delay = policy.backoff(attempts, self.rng)
-                        self._emit("retry", label=machine.label(state), error=result.error,
-                                   attempt=attempts, max_attempts=policy.max_attempts, delay=delay)
-                        wait(delay)
-                else:
-                    raise TypeError("step returned %r; expected Next, Poll or Retry" % (result,))
+            return self._run(key, initial, wait_poll)
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop_event.set()
                 self._heartbeat = None
             self.journal.release(key, self.owner)
+
+    def _start(self, key: str, initial) -> tuple:
+        """(state, version, resumed) after resuming or beginning ``key``."""
+        machine = self.machine
+        row = self.journal.load(key)
+        # Terminality is the machine's call with this run's settings (e.g. retry_until_up).
+        if row is not None and row.kind == machine.KIND and not machine.is_terminal(row.state):
+            self.journal.renew(key, self.owner, self.lease_ttl)
+            self.journal.note(key, self.owner, row.version, row.label, "resumed by %s" % self.owner, event="resume")
+            self._emit("resume", label=row.label)
+            return row.state, row.version, True
+        state = initial(row.state if row else None, row.kind if row else None)
+        version = self.journal.begin(key, machine.KIND, state, machine.label(state), machine.is_terminal(state),
+                                     self.owner, self.lease_ttl, row.version if row else None,
+                                     note="started by %s" % self.owner)
+        self._emit("begin", label=machine.label(state))
+        return state, version, False
+
+    def _run(self, key: str, initial, wait_poll) -> Outcome:
+        machine = self.machine
+        state, version, resumed = self._start(key, initial)
+        if self.use_heartbeat:
+            self._heartbeat = _Heartbeat(self.journal.path, key, self.owner, self.lease_ttl)
+            self._heartbeat.start()
+        calm = threading.Event()  # never set: plain, signal-interruptible sleeps
+        cancel_mapped = False
+
+        def wait(seconds: float) -> None:
+            if wait_poll is not None:
+                wait_poll(seconds)
+            elif cancel_mapped:
+                calm.wait(max(0.0, seconds))  # compensation keeps its pace after a cancel
+            else:
+                self.cancel.wait(seconds)  # returns early when a cancel arrives
+
+        transitions = 0
+        entered = self.clock()
+        attempts = 0
+        last_poll_note = None
+        while not machine.is_terminal(state):
+            self.fence(key)
+            if self.cancel.requested and not cancel_mapped:
+                cancel_mapped = True
+                mapped = machine.on_cancel(state)
+                self._emit("cancel", label=machine.label(state))
+                if mapped is not None and mapped != state:
+                    version = self._commit(key, version, state, mapped, "cancelled by interrupt")
+                    state, entered, attempts, last_poll_note = mapped, self.clock(), 0, None
+                    transitions += 1
+                    continue
+            cx = StepCx(self, key, entered, attempts)
+            try:
+                result = machine.step(state, cx)
+            except (LeaseLost, HardCancel, Conflict):
+                raise
+            except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
+                result = Retry("%s: %s" % (type(exc).__name__, exc))
+            if isinstance(result, Next):
+                version = self._commit(key, version, state, result.state, result.note)
+                state, entered, attempts, last_poll_note = result.state, self.clock(), 0, None
+                transitions += 1
+            elif isinstance(result, Poll):
+                attempts = 0  # the budget counts consecutive failures; a good observe ends a streak
+                if result.note and result.note != last_poll_note:
+                    self.journal.note(key, self.owner, version, machine.label(state), result.note)
+                    last_poll_note = result.note
+                self._emit("poll", label=machine.label(state), note=result.note, in_state=cx.in_state)
+                wait(result.after)
+            elif isinstance(result, Retry):
+                attempts += 1
+                policy = machine.retry_policy(state)
+                self.journal.note(key, self.owner, version, machine.label(state),
+                                  "attempt %d/%d failed: %s" % (attempts, policy.max_attempts, result.error),
+                                  event="retry")
+                if attempts >= policy.max_attempts:
+                    nxt = machine.on_retries_exhausted(state, result.error)
+                    version = self._commit(key, version, state, nxt,
+                                           "retries exhausted after %d attempts: %s" % (attempts, result.error))
+                    state, entered, attempts, last_poll_note = nxt, self.clock(), 0, None
+                    transitions += 1
+                else:
+                    delay = policy.backoff(attempts, self.rng)
+                    self._emit("retry", label=machine.label(state), error=result.error,
+                               attempt=attempts, max_attempts=policy.max_attempts, delay=delay)
+                    wait(delay)
+            else:
+                raise TypeError("step returned %r; expected Next, Poll or Retry" % (result,))
         return Outcome(key, state, machine.label(state), resumed, transitions, self.cancel.requested)
 
     def _commit(self, key: str, version: int, old: Dict[str, Any], new: Dict[str, Any], note: str) -> int:
         machine = self.machine
+        if self.before_commit is not None:
+            self.before_commit(old, new)  # test hook: crash right before the commit
         version = self.journal.transition(key, self.owner, version, new, machine.label(new),
                                           machine.is_terminal(new), machine.label(old), note)
         self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=new)

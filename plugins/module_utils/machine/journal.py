@@ -112,6 +112,22 @@ def new_owner() -> str:
     return "%s:%d:%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8])
 
 
+def owner_alive(owner: str) -> bool:
+    """False only when ``owner`` is provably dead: a process of this host that no longer
+    exists (a killed run). Owners on other hosts are trusted until their lease expires."""
+    host, _sep, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 class Row:
     """A machines row as read, carrying the version a guarded write needs."""
 
@@ -139,10 +155,15 @@ class Journal:
         try:
             if not os.path.isdir(parent):
                 os.makedirs(parent, mode=0o700, exist_ok=True)
+            if os.path.exists(self.path) and not os.path.isfile(self.path):
+                raise JournalError("journal: %s is not a file; set journal (or GPUPROV_JOURNAL) to a file path"
+                                   % self.path)
             if not os.path.exists(self.path):
                 # Create it 0600 before SQLite touches it, so no window leaves it readable.
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             os.chmod(self.path, 0o600)
+        except JournalError:
+            raise
         except OSError as exc:
             raise JournalError("journal: cannot create %s (%s); set journal (or GPUPROV_JOURNAL) "
                                "to a writable path" % (self.path, exc.strerror or exc))
@@ -154,9 +175,16 @@ class Journal:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.execute("PRAGMA busy_timeout=30000")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "meta" not in tables:
+                db.close()
+                raise JournalError("journal: %s is an SQLite database of something else (tables: %s); "
+                                   "set journal to another path" % (self.path, ", ".join(sorted(tables))))
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             found = db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()[0]
+        except JournalError:
+            raise
         except sqlite3.DatabaseError as exc:
             raise JournalError("journal: %s is not a readable gpuprov journal (%s); move it aside "
                                "or set journal to another path" % (self.path, exc))
@@ -193,12 +221,12 @@ class Journal:
             if row is None:
                 return  # nothing to lease yet: begin() creates the row with our lease
             holder, expires = row
-            if holder and holder != owner and expires is not None and expires > now:
+            if holder and holder != owner and expires is not None and expires > now and owner_alive(holder):
                 raise LeaseHeld("%s is being worked on by another run (%s) for up to %.0f s more; "
                                 "wait for it, or if that run is dead, retry after the lease expires"
                                 % (key, holder, expires - now))
             db.execute("UPDATE machines SET lease_owner = ?, lease_expires = ? WHERE key = ?",
-                        (owner, now + ttl, key))
+                       (owner, now + ttl, key))
 
     def renew(self, key: str, owner: str, ttl: float) -> bool:
         """Extend our lease; False means it was lost (taken over or released)."""
@@ -263,8 +291,12 @@ class Journal:
         return version + 1
 
     def note(self, key: str, owner: str, version: int, label: str, note: str, event: str = "poll") -> None:
-        """Record a note (a poll reason, a retry error) without changing the state."""
+        """Record a note (a poll reason, a retry error) without changing the state; fenced
+        like a transition, so a run that lost its lease writes nothing more."""
         with self._tx() as db:
+            held = db.execute("SELECT 1 FROM machines WHERE key = ? AND lease_owner = ?", (key, owner)).fetchone()
+            if not held:
+                raise Conflict("%s: note refused, the lease is no longer held by this run" % key)
             self._event(db, key, version, event, label, label, note, owner, self.clock())
 
     @staticmethod
@@ -287,7 +319,7 @@ class Journal:
         unknown = set(fields) - set(VM_COLUMNS)
         if unknown:
             raise ValueError("unknown vms columns: %s" % ", ".join(sorted(unknown)))
-        if "detail" in fields and not isinstance(fields["detail"], (str, type(None))):
+        if fields.get("detail") is not None:
             fields["detail"] = json.dumps(fields["detail"], sort_keys=True)
         fields.setdefault("status", None)
         now = self.clock()
@@ -303,7 +335,7 @@ class Journal:
                     fields["status"] = "unknown"
                 cols = list(fields)
                 db.execute("INSERT INTO vms (name, %s, updated_at) VALUES (?, %s, ?)"
-                           % (", ".join(cols), ", ".join("?" for _ in cols)),
+                           % (", ".join(cols), ", ".join("?" * len(cols))),
                            [name] + [fields[c] for c in cols] + [now])
 
     def delete_vm(self, name: str) -> None:

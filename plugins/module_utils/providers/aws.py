@@ -56,8 +56,9 @@ import ipaddress
 import json
 import os
 import urllib.error
-import urllib.request
 from typing import Any, Dict, List
+
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
@@ -291,8 +292,7 @@ class AwsProvider(Provider):
     def _instances(ec2, filters):
         for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page.get("Reservations", []):
-                for inst in reservation.get("Instances", []):
-                    yield inst
+                yield from reservation.get("Instances", [])
 
     def _observed(self, inst: Dict[str, Any], region: str) -> Observed:
         state = inst["State"]["Name"]
@@ -345,9 +345,9 @@ class AwsProvider(Provider):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller "
                                 "address lookup is disabled (controller_ip_url is empty)")
         try:
-            with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 (https by default)
+            with open_url(url, timeout=10) as reply:  # https by default
                 text = reply.read(100).decode("ascii", "replace").strip()
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, UrlConnectionError) as exc:
             raise ProviderError(ErrorKind.TRANSIENT, "allowed_cidrs: not set and the controller address "
                                 "lookup at %s failed (%s); set allowed_cidrs" % (url, exc))
         try:

@@ -187,8 +187,8 @@ class Offer(_Record):
 
     @property
     def offer_id(self) -> str:
-        return "%s:%s:%s%s" % (self.cloud, self.region, self.instance_type,
-                              (":" + self.zone) if self.zone else "")
+        zone = (":" + self.zone) if self.zone else ""
+        return "%s:%s:%s%s" % (self.cloud, self.region, self.instance_type, zone)
 
 
 @dataclasses.dataclass

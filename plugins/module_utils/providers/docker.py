@@ -193,7 +193,7 @@ def _chain(exc: BaseException):
     """``exc`` and its causes/contexts, outermost first."""
     seen = []
     cur: Optional[BaseException] = exc
-    for _ in range(16):  # bounded walk of one exception's chain
+    for _step in range(16):  # bounded walk of one exception's chain
         if cur is None or any(cur is s for s in seen):
             break
         seen.append(cur)

@@ -171,7 +171,7 @@ class GcpProvider(Provider):
                 elif self.options.get("api_endpoint"):
                     self._credentials = AnonymousCredentials()
                 else:
-                    self._credentials, _ = google.auth.default(scopes=SCOPES)
+                    self._credentials, _project = google.auth.default(scopes=SCOPES)
             except (OSError, ValueError) as exc:
                 raise ProviderError(ErrorKind.CREDENTIALS, "credentials_file: cannot load %r: %s" % (path, exc))
             except Exception as exc:  # DefaultCredentialsError and friends
@@ -227,7 +227,7 @@ class GcpProvider(Provider):
             raise ProviderError(ErrorKind.TRANSIENT, "gcp %s: operation %s still %s after the wait"
                                 % (where, op.name, op.status))
         error = classify_operation(op, "gcp %s" % where)
-        if error:
+        if error is not None:
             raise error
         return op
 

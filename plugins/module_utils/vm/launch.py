@@ -142,8 +142,8 @@ class LaunchMachine(Machine):
             return "Compensating/%s" % state["teardown"]["kind"]
         if state.get("search") and kind in ("Preparing", "Creating", "Booting", "Connecting"):
             search = state["search"]
-            return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, len(search["offers"]),
-                                                 Offer.from_dict(_offer(state)).offer_id)
+            offer_id = Offer.from_dict(_offer(state)).offer_id
+            return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, len(search["offers"]), offer_id)
         return kind
 
     def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
@@ -172,8 +172,11 @@ class LaunchMachine(Machine):
     def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         kind = state["kind"]
         if kind in ("Reconciling", "Planning", "NextOffer", "Exhausted"):
-            return {"kind": "Aborted", "reason": "cancelled by the user",
-                    "targets": owned_targets(state, None) if kind == "Reconciling" else []}
+            aborted = {"kind": "Aborted", "reason": "cancelled by the user",
+                       "targets": owned_targets(state, None) if kind == "Reconciling" else []}
+            if kind == "Reconciling" and (state.get("previous") or {}).get("vm"):
+                aborted["vm"] = state["previous"]["vm"]   # an interrupted reuse check keeps the VM
+            return aborted
         if kind == "Connecting" and state.get("reused"):
             return self._keep_reused(state, "cancelled by the user")
         if kind in ("Preparing", "Creating", "Booting", "Connecting"):
@@ -253,12 +256,15 @@ class LaunchMachine(Machine):
         offers: List[Dict[str, Any]] = []
         history: List[Dict[str, Any]] = []
         errors: List[ProviderError] = []
+        transient: List[str] = []
         for cloud in settings.clouds:
             try:
                 planned = self.ctx.provider(cloud).plan(settings.request)
             except ProviderError as exc:
                 if exc.kind == ErrorKind.TRANSIENT:
-                    return Retry("plan %s: %s" % (cloud, exc))
+                    transient.append("plan %s: %s" % (cloud, exc))
+                    history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
+                    continue
                 errors.append(exc)
                 history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
                 continue
@@ -269,6 +275,9 @@ class LaunchMachine(Machine):
                     history.append({"offer": offer.offer_id, "outcome": "unavailable",
                                     "error": _error(ErrorKind.UNAVAILABLE, offer.unavailable_reason or "unavailable")})
         search = {"offers": offers, "cursor": 0, "blocked": [], "history": history, "round": state.get("round", 0)}
+        if transient and not offers:
+            # Only retry planning when no other cloud has an offer to try meanwhile.
+            return Retry("; ".join(transient))
         if not offers:
             if errors and all(e.fatal for e in errors):
                 return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in errors), "targets": []},
@@ -304,7 +313,8 @@ class LaunchMachine(Machine):
             cx.fence()
             instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.settings.spec)
         except ProviderError as exc:
-            return self._handle(state, exc, created=exc.kind != ErrorKind.UNAVAILABLE)
+            # Even an Unavailable create compensates: prepare may have made side resources here.
+            return self._handle(state, exc, created=True)
         return Next(self._booting(state, instance_id, adopted=False), "created %s" % instance_id)
 
     @staticmethod
@@ -341,8 +351,8 @@ class LaunchMachine(Machine):
         if cx.in_state > boot_timeout:
             err = _error(ErrorKind.FAILED, "boot timeout: not Running with an SSH endpoint after %.0f s" % boot_timeout)
             return Next(self._compensate(state, "NextOffer", err), err["msg"])
-        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status,
-                                                    "" if inst.endpoint else ", no endpoint yet"))
+        no_endpoint = "" if inst.endpoint else ", no endpoint yet"
+        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint))
 
     def _step_Connecting(self, state: Dict[str, Any], cx):
         if state.get("reused"):

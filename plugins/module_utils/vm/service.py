@@ -196,8 +196,8 @@ class VmService:
             vm = state["vm"]
             result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))), connection=connection_vars(vm, files),
                           ssh_config=files.ssh_config,
-                          msg="%s is up at %s:%d (%s)" % (name, vm["ssh"]["host"], vm["ssh"]["port"],
-                                                           Location.from_dict(vm["location"])))
+                          msg="%s is up at %s:%d (%s)" % (
+                              name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
             return result
         if state["kind"] == "Leaked":
             self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})

@@ -100,10 +100,16 @@ class TeardownMachine(Machine):
 
     def _step_Requesting(self, state: Dict[str, Any], cx):
         name = state["vm_name"]
+        found = self._observe_all(state)
+        merged = [target(t["location"], sorted(set(t["instance_ids"]) | {o.instance_id for o in observed}))
+                  for t, observed in found]
+        if merged != state["targets"]:
+            # Journal every id found by identity before deleting, so a Leaked names them all.
+            return Next(dict(state, targets=merged), "found %s" % _describe(merged))
         targets = []
-        for t, observed in self._observe_all(state):
+        for t in state["targets"]:
             location = Location.from_dict(t["location"])
-            ids = sorted(set(t["instance_ids"]) | {o.instance_id for o in observed})
+            ids = t["instance_ids"]
             if ids:
                 cx.fence()
                 self.ctx.provider(location.cloud).delete(location, name, ids)

@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PYTHONPATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dev demo test unit conformance integration lint sanity clean
+.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,14 +26,41 @@ $(COLL_LINK):
 
 dev: venv $(COLL_LINK)
 
+# Everything CI runs. Tests that need the Docker engine run here too (CI has one).
+test: dev images
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/conformance tests/integration
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory sanity
+
 unit: dev
 	$(BIN)/python -m pytest -q tests/unit
 
-conformance: dev
+conformance: dev images
 	$(BIN)/python -m pytest -q tests/conformance
 
-integration: dev
+integration: dev images
 	$(BIN)/python -m pytest -q tests/integration
+
+# The Docker test cloud's base image, built offline (debootstrap + docker import); quick when present.
+images:
+	@if docker info >/dev/null 2>&1; then bash scripts/build-base-image.sh; \
+	  else echo "images: no Docker engine answers; Docker tests will skip"; fi
+
+# A first look, on a fresh machine: a VM on the local cloud (an sshd on a loopback port).
+DEMO_NAME ?= demo
+demo: dev
+	@command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { echo "demo: the local cloud needs sshd: apt-get install openssh-server"; exit 1; }
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist . >/dev/null
+	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-galaxy collection install --force build/dist/gpuprov-cloud-*.tar.gz
+	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.provision -e name=$(DEMO_NAME)
+	@state=$${GPUPROV_HOME:-$${XDG_STATE_HOME:-$$HOME/.local/state}/gpuprov}; \
+	  echo; echo "The VM '$(DEMO_NAME)' is up. To ssh in:"; \
+	  echo "  ssh -F $$state/ssh_config $(DEMO_NAME)      (or add 'Include $$state/ssh_config' to ~/.ssh/config, then: ssh $(DEMO_NAME))"; \
+	  echo "Status:    . $(BIN)/activate; ansible-playbook gpuprov.cloud.status"; \
+	  echo "Tear down: . $(BIN)/activate; ansible-playbook gpuprov.cloud.down -e name=$(DEMO_NAME)   (or: make demo-down)"
+
+demo-down: dev
+	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.down -e name=$(DEMO_NAME)
 
 clean:
 	rm -rf build $(VENV)

@@ -122,6 +122,29 @@ options:
         Never logged.
     type: dict
     default: {}
+  k8s:
+    description:
+      - Whether the VM is meant to become a k3s cluster (the C(gpuprov.cloud.k3s) role does that after this task).
+      - Unset means on where the VM's cloud can host k3s and skipped with a note elsewhere (RV(k8s.note)).
+      - V(true) searches only clouds that can host k3s, and fails before anything is created when none of
+        O(clouds) can (the V(local) cloud cannot; V(docker) can with its C(privileged) option).
+      - V(false) never installs k3s.
+    type: bool
+  boot_script:
+    description:
+      - A script (with environment) run while the VM boots, on clouds whose capabilities include a boot script;
+        each adapter renders it natively (cloud-init, startup script, container start). The k3s role passes its
+        installer here so k3s installs during boot. Never logged.
+    type: dict
+    suboptions:
+      script:
+        description: The script text, normally starting with a C(#!) line.
+        type: str
+        required: true
+      env:
+        description: Environment variables exported before the script runs.
+        type: dict
+        default: {}
 notes:
   - Runs on the controller only. The VM's connection variables are returned in RV(connection) so a play can
     C(ansible.builtin.set_fact) them and reach the VM with its pinned host key.
@@ -195,6 +218,15 @@ connection:
     ansible_user: root
     ansible_ssh_private_key_file: /home/me/.local/state/gpuprov/id_ed25519
     ansible_ssh_common_args: -o UserKnownHostsFile=... -o HostKeyAlias=gpuprov-demo-0a1b2c3d4e5f -o StrictHostKeyChecking=yes
+k8s:
+  description: What the k3s stage should do on this VM, from its cloud's capabilities.
+  returned: success and O(state=present)
+  type: dict
+  contains:
+    enabled: {description: Whether k3s is to be installed., type: bool, returned: always}
+    access: {description: "How the API is reached: C(Direct) or C(SshTunnel).", type: str, returned: always}
+    boot_script: {description: Whether O(boot_script) was delivered at boot by this cloud., type: bool, returned: always}
+    note: {description: Why k3s is skipped, when it is., type: str, returned: always}
 ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)

@@ -22,4 +22,9 @@ VM_ARGUMENT_SPEC = dict(
     ssh_key=dict(type="path", no_log=False),
     ssh_user=dict(type="str"),
     cloud_options=dict(type="dict", default={}, no_log=True),
+    k8s=dict(type="bool"),
+    boot_script=dict(type="dict", no_log=True, options=dict(
+        script=dict(type="str", required=True),
+        env=dict(type="dict", default={}),
+    )),
 )

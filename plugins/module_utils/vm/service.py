@@ -19,7 +19,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     Conflict, Journal, JournalError, LeaseHeld, default_state_dir,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
+    BootScript, InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
@@ -62,8 +62,11 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                                 % (", ".join(unknown), ", ".join(registry.known_clouds())))
     request = ResourceRequest(vm_name=name, gpu=gpu, gpu_count=params.get("gpu_count") or 1,
                               regions=list(params.get("regions") or []), spot=bool(params.get("spot")))
+    boot = params.get("boot_script")
     spec = InstanceSpec(vm_name=name, ssh_public_key=public_key, ssh_user=params.get("ssh_user"),
-                        spot=bool(params.get("spot")))
+                        spot=bool(params.get("spot")),
+                        boot_script=BootScript(script=boot["script"], env={k: str(v) for k, v in (boot.get("env") or {}).items()})
+                        if boot else None)
     return VmSettings(vm_name=name, clouds=clouds, request=request, spec=spec,
                       cloud_options={k: dict(v or {}) for k, v in options.items()},
                       retry_until_up=bool(params.get("retry_until_up")),
@@ -81,6 +84,38 @@ def connection_vars(vm: Dict[str, Any], files: ssh.ControllerFiles) -> Dict[str,
     if vm.get("python_interpreter"):
         found["ansible_python_interpreter"] = vm["python_interpreter"]
     return found
+
+
+def k8s_plan(ctx: VmContext, wanted: Optional[bool]) -> Dict[str, Any]:
+    """Which of the clouds can host k3s; reject an explicit k8s=true nowhere possible.
+
+    ``wanted`` None means the default (on where the cloud can host it, skipped with a
+    note elsewhere)."""
+    able = {}
+    for cloud in ctx.settings.clouds:
+        caps = ctx.capabilities(cloud)
+        able[cloud] = bool(caps.kubernetes)
+    if wanted is True and not any(able.values()):
+        raise InvalidParameters("k8s: none of the clouds (%s) can host k3s; drop k8s: true or choose a cloud "
+                                "that can (the docker cloud can with cloud_options.docker.privileged: true)"
+                                % ", ".join(ctx.settings.clouds))
+    if wanted is True:
+        # Only clouds that can host k3s are searched when it was asked for explicitly.
+        ctx.settings.clouds = [c for c in ctx.settings.clouds if able[c]]
+    return {"requested": wanted, "capable": able}
+
+
+def k8s_result(ctx: VmContext, vm: Dict[str, Any], plan: Dict[str, Any]) -> Dict[str, Any]:
+    """What the k3s role needs to know about the VM's cloud."""
+    cloud = vm["location"]["cloud"]
+    caps = ctx.capabilities(cloud)
+    enabled = plan["requested"] is not False and bool(caps.kubernetes)
+    note = ""
+    if plan["requested"] is not False and not caps.kubernetes:
+        note = "k3s skipped: the %s cloud cannot host it" % cloud
+    return {"enabled": enabled, "access": caps.k3s_access if enabled else None,
+            "boot_script": bool(caps.boot_script and ctx.settings.spec.boot_script is not None and enabled),
+            "note": note}
 
 
 class VmService:
@@ -152,6 +187,17 @@ class VmService:
             return {"failed": True, "changed": False, "msg": str(exc)}
         ctx = VmContext(settings, files=files, ssh_check=None)
         try:
+            if self.params.get("state") != "absent":
+                self._k8s = k8s_plan(ctx, self.params.get("k8s"))
+        except InvalidParameters as exc:
+            self.journal.close()
+            self.journal = None
+            return {"failed": True, "changed": False, "msg": str(exc)}
+        except ProviderError as exc:
+            self.journal.close()
+            self.journal = None
+            return {"failed": True, "changed": False, "msg": exc.msg}
+        try:
             if self.params.get("state") == "absent":
                 return self._absent(ctx, files, check_mode)
             return self._present(ctx, files, check_mode)
@@ -194,7 +240,8 @@ class VmService:
         }
         if state["kind"] == "Ready":
             vm = state["vm"]
-            result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))), connection=connection_vars(vm, files),
+            result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))),
+                          k8s=k8s_result(ctx, vm, self._k8s), connection=connection_vars(vm, files),
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
                               name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))

@@ -90,8 +90,8 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-base.XXXXXX")"
 cleanup() {
     # debootstrap may leave bind mounts (proc, sys) behind when it fails.
     local m
-    for m in $(awk -v root="$WORK/root" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r); do
-        $SUDO umount -l "$m" 2>/dev/null || true
+    awk -v root="$WORK/root" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while IFS= read -r m; do
+        $SUDO umount -l "$m" </dev/null 2>/dev/null || true
     done
     $SUDO rm -rf --one-file-system "$WORK"
 }

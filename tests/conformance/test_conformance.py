@@ -266,7 +266,7 @@ def test_every_error_kind_maps(harness):
                     harness.clear_errors()
                 assert info.value.kind == kind, "%s injected %s, adapter raised %r" % (primitive, kind, info.value)
                 checked.append((primitive, kind))
-            assert any(k == kind for _, k in checked), (
+            assert any(k == kind for _primitive, k in checked), (
                 "the harness lists %s but no primitive could be made to raise it: %s" % (kind, skipped))
     finally:
         _teardown(harness, offer.location, name)

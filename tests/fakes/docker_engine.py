@@ -88,7 +88,7 @@ def remove_image_and_build_cache(client, ref: str) -> None:
         return
     generations = [{root}]
     known = {root}
-    for _ in range(16):  # a few generations: the sshd build has a handful of steps
+    for _generation in range(16):  # a few generations: the sshd build has a handful of steps
         children = {i["Id"] for i in client.api.images(all=True)
                     if i.get("ParentId") in generations[-1]} - known
         if not children:

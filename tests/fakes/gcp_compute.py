@@ -388,7 +388,7 @@ class GcpComputeFake:
         project, family, name = match.groups()
         if family:
             return (project, name) in IMAGE_FAMILIES
-        return any(p == project and n == name for (p, _), n in IMAGE_FAMILIES.items())
+        return any(p == project and n == name for (p, _family), n in IMAGE_FAMILIES.items())
 
     # -- instances ---------------------------------------------------------------------
 
@@ -408,7 +408,7 @@ class GcpComputeFake:
 
     def _list_instances(self, project, zone, args, body):
         pred = parse_filter(args.get("filter", ""))
-        found = [self._public(i) for (z, _), i in sorted(self.instances.items())
+        found = [self._public(i) for (z, _name), i in sorted(self.instances.items())
                  if z == zone and self._visible(i) and pred(i)]
         page, token = self._page(found, args)
         out = {"kind": "compute#instanceList", "id": "projects/%s/zones/%s/instances" % (project, zone),

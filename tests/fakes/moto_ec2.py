@@ -116,6 +116,7 @@ class MotoEc2:
                 from moto.moto_server.werkzeug_app import (
                     DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
                 fake.middleware = _Middleware(DomainDispatcherApplication(create_backend_app))
+
                 class _Quiet(MotoRequestHandler):
                     def log_request(self, *args, **kwargs):  # no access log on stderr
                         pass

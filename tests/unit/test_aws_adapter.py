@@ -113,7 +113,7 @@ def test_capabilities_default_and_k3s_direct(make):
 def test_plan_is_static_ladder_times_regions_and_calls_nothing(provider, moto_ec2, account):
     offers = provider.plan(ResourceRequest(vm_name="p1", gpu="T4", gpu_count=1))
     t4_single = [r.instance_type for r in LADDER if r.gpu == "T4" and r.count == 1]
-    assert [o.instance_type for o in offers] == [t for t in t4_single for _ in DEFAULT_REGIONS]
+    assert [o.instance_type for o in offers] == [t for t in t4_single for _region in DEFAULT_REGIONS]
     assert [o.region for o in offers[:len(DEFAULT_REGIONS)]] == list(DEFAULT_REGIONS)
     first = offers[0]
     assert (first.cloud, first.instance_type, first.gpu, first.gpu_count, first.price_per_hour) == (

@@ -167,9 +167,9 @@ def stubbed():
 
 @pytest.mark.parametrize("code,status,kind,block", ROWS)
 def test_create_raises_the_row_kind(stubbed, code, status, kind, block):
-    provider, fast, _ = stubbed
+    provider, fast, _reads = stubbed
     zone_error = code in aws_errors.ZONE_CAPACITY_CODES
-    for _ in PREPARED["subnets"] if zone_error else PREPARED["subnets"][:1]:
+    for _subnet in PREPARED["subnets"] if zone_error else PREPARED["subnets"][:1]:
         fast.add_client_error("run_instances", service_error_code=code, service_message="stubbed", http_status_code=status)
     with pytest.raises(ProviderError) as info:
         provider.create(OFFER, PREPARED, SPEC)
@@ -181,7 +181,7 @@ def test_create_raises_the_row_kind(stubbed, code, status, kind, block):
 
 @pytest.mark.parametrize("code", ["Unsupported", "InsufficientInstanceCapacity", "InsufficientHostCapacity"])
 def test_create_moves_to_the_next_zone_only_for_zone_errors(stubbed, code):
-    provider, fast, _ = stubbed
+    provider, fast, _reads = stubbed
     fast.add_client_error("run_instances", service_error_code=code, http_status_code=500)
     fast.add_response("run_instances", RUN_REPLY, {
         "ImageId": "ami-12345678", "InstanceType": "g4dn.xlarge", "MinCount": 1, "MaxCount": 1,
@@ -197,7 +197,7 @@ def test_create_moves_to_the_next_zone_only_for_zone_errors(stubbed, code):
 
 
 def test_create_quota_is_not_retried_in_other_zones(stubbed):
-    provider, fast, _ = stubbed
+    provider, fast, _reads = stubbed
     fast.add_client_error("run_instances", service_error_code="VcpuLimitExceeded", http_status_code=400)
     with pytest.raises(ProviderError) as info:
         provider.create(OFFER, PREPARED, SPEC)
@@ -207,7 +207,7 @@ def test_create_quota_is_not_retried_in_other_zones(stubbed):
 
 @pytest.mark.parametrize("code", ["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"])
 def test_delete_treats_unknown_ids_as_success(stubbed, code):
-    provider, _, reads = stubbed
+    provider, _fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_client_error("terminate_instances", service_error_code=code)
     provider.delete(Location("aws", "us-east-1"), "stubbed", ["i-0000000000000dead"])
@@ -215,7 +215,7 @@ def test_delete_treats_unknown_ids_as_success(stubbed, code):
 
 
 def test_delete_other_errors_are_classified(stubbed):
-    provider, _, reads = stubbed
+    provider, _fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_client_error("terminate_instances", service_error_code="UnauthorizedOperation", http_status_code=403)
     with pytest.raises(ProviderError) as info:
@@ -226,7 +226,7 @@ def test_delete_other_errors_are_classified(stubbed):
 def test_cleanup_dependency_violation_is_transient(stubbed):
     """moto deletes a security group even while an ENI uses it; real EC2 says
     DependencyViolation for a while after the instance terminated."""
-    provider, _, reads = stubbed
+    provider, _fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_response("describe_security_groups", {"SecurityGroups": [{"GroupId": "sg-12345678"}]})
     reads.add_client_error("delete_security_group", service_error_code="DependencyViolation",
@@ -238,7 +238,7 @@ def test_cleanup_dependency_violation_is_transient(stubbed):
 
 
 def test_cleanup_group_already_gone_is_success(stubbed):
-    provider, _, reads = stubbed
+    provider, _fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_response("describe_security_groups", {"SecurityGroups": [{"GroupId": "sg-12345678"}]})
     reads.add_client_error("delete_security_group", service_error_code="InvalidGroup.NotFound")

@@ -204,7 +204,7 @@ def test_socket_permission_denied_is_credentials(tmp_path):
                                sys.executable, "-c", code], capture_output=True, text=True, check=False)
     finally:
         server.close()
-    kind, _, msg = proc.stdout.strip().partition("|")
+    kind, _sep, msg = proc.stdout.strip().partition("|")
     assert kind == ErrorKind.CREDENTIALS, (proc.stdout, proc.stderr)
     assert "permission denied" in msg and "docker group" in msg
 
@@ -333,7 +333,7 @@ def test_full_lifecycle_with_a_real_ssh_login(provider, prepared, names, key, en
 
     ssh = de.ssh_connect(seen.endpoint, pkey)
     try:
-        rc, out, _ = de.run(ssh, "id -un; hostname; cat /etc/debian_version")
+        rc, out, _err = de.run(ssh, "id -un; hostname; cat /etc/debian_version")
         assert rc == 0
         user, hostname, version = out.split()
         assert user == "root" and hostname == name and version.startswith("12")
@@ -353,7 +353,7 @@ def test_password_and_wrong_key_logins_are_refused(provider, prepared, names, ke
     name = names("auth")
     _id, seen = _launch(provider, prepared, name, public)
     de.ssh_connect(seen.endpoint, pkey).close()  # sshd is up
-    other, _ = de.new_key()
+    other, _other_public = de.new_key()
     with pytest.raises(de.paramiko.AuthenticationException):
         de.ssh_connect(seen.endpoint, other)
 
@@ -396,8 +396,8 @@ def test_failing_boot_script_records_its_status(provider, prepared, names, key):
                         boot_script=BootScript("echo about-to-fail >&2\nexit 7\n"))
     ssh = de.ssh_connect(seen.endpoint, pkey)
     try:
-        rc, out, _ = de.run(ssh, "for i in $(seq 1 300); do [ -s /var/lib/gpuprov/boot.status ] && break; "
-                                 "sleep 0.2; done; cat /var/lib/gpuprov/boot.status /var/log/gpuprov-boot.log")
+        rc, out, _err = de.run(ssh, "for i in $(seq 1 300); do [ -s /var/lib/gpuprov/boot.status ] && break; "
+                                    "sleep 0.2; done; cat /var/lib/gpuprov/boot.status /var/log/gpuprov-boot.log")
         assert rc == 0 and out.split() == ["7", "about-to-fail"]
     finally:
         ssh.close()
@@ -477,8 +477,8 @@ def test_observe_normalises_paused_and_exited(provider, prepared, names, key, en
 def test_observe_sees_only_its_own_vm(provider, prepared, names, key):
     _pkey, public = key
     a, b = names("obsa"), names("obsb")
-    id_a, _ = _launch(provider, prepared, a, public)
-    id_b, _ = _launch(provider, prepared, b, public)
+    id_a, _seen_a = _launch(provider, prepared, a, public)
+    id_b, _seen_b = _launch(provider, prepared, b, public)
     assert [o.instance_id for o in provider.observe(LOC, a)] == [id_a]
     assert [o.instance_id for o in provider.observe(LOC, b)] == [id_b]
     assert provider.observe(LOC, names("nothing")) == []
@@ -492,7 +492,7 @@ def test_delete_unknown_id_succeeds(provider, names):
 def test_delete_refuses_another_vms_container(provider, prepared, names, key, engine):
     _pkey, public = key
     owner, other = names("own"), names("other")
-    instance_id, _ = _launch(provider, prepared, owner, public)
+    instance_id, _seen = _launch(provider, prepared, owner, public)
     with pytest.raises(ProviderError) as err:
         provider.delete(LOC, other, [instance_id])
     assert err.value.kind == ErrorKind.INVALID_REQUEST
@@ -502,7 +502,7 @@ def test_delete_refuses_another_vms_container(provider, prepared, names, key, en
 def test_diagnose_reports_failed_containers(provider, prepared, names, key, engine):
     _pkey, public = key
     name = names("diag")
-    instance_id, _ = _launch(provider, prepared, name, public)
+    instance_id, _seen = _launch(provider, prepared, name, public)
     assert provider.diagnose(LOC, name)["findings"] == []
     engine.containers.get(instance_id).kill(signal="SIGKILL")
     engine.containers.get(instance_id).wait(timeout=60)

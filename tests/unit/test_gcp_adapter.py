@@ -351,7 +351,7 @@ def test_create_sends_labels_tags_metadata_and_scheduling(fake, provider):
 
 
 def test_create_attaches_n1_accelerators(fake, provider):
-    offer, _, _, _ = launched(fake, provider, gpu="T4", count=2)
+    offer, _prepared, _spec, _iid = launched(fake, provider, gpu="T4", count=2)
     body = insert_body(fake)
     assert body["machineType"].endswith("/n1-standard-8")
     assert body["guestAccelerators"] == [{
@@ -402,7 +402,7 @@ def test_create_startup_script_and_ssh_user(fake):
 
 
 def test_create_names_starting_with_a_digit(fake, provider):
-    _, _, _, iid = launched(fake, provider, name="1train")
+    _offer, _prepared, _spec, iid = launched(fake, provider, name="1train")
     assert iid == "g-1train" and insert_body(fake)["labels"] == {VM_NAME_TAG: "1train"}
 
 
@@ -477,7 +477,7 @@ def test_create_rejected_by_the_api_is_invalid_request(fake, provider):
 
 def test_create_waits_once_on_a_running_operation(fake, provider):
     fake.op_mode = "pending"
-    _, _, _, iid = launched(fake, provider)
+    _offer, _prepared, _spec, iid = launched(fake, provider)
     assert iid == "train1"
     waits = fake.calls_of("zoneOperations.wait")
     assert len(waits) == 1 and "/zones/us-central1-a/operations/operation-" in waits[0]["path"]
@@ -502,7 +502,7 @@ def test_create_without_zone_is_invalid(fake, provider):
 
 
 def test_observe_by_label(fake, provider):
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     launched(fake, provider, name="other")
     found = provider.observe(offer.location, "train1")
     assert [o.instance_id for o in found] == [iid]
@@ -523,7 +523,7 @@ def test_observe_by_label(fake, provider):
     ("TERMINATED", Status.STOPPED), ("SUSPENDED", Status.STOPPED),
 ])
 def test_observe_status_mapping(fake, provider, gcp_status, status):
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     fake.set_status(offer.zone, iid, gcp_status)
     (seen,) = provider.observe(offer.location, "train1")
     assert seen.status == status
@@ -532,14 +532,14 @@ def test_observe_status_mapping(fake, provider, gcp_status, status):
 
 
 def test_observe_reports_the_ssh_user_create_used(fake, provider):
-    offer, _, _, iid = launched(fake, provider, ssh_user="ubuntu")
+    offer, _prepared, _spec, iid = launched(fake, provider, ssh_user="ubuntu")
     fake.settle(offer.zone, iid)
     assert provider.observe(offer.location, "train1")[0].endpoint.user == "ubuntu"
 
 
 def test_observe_pages(fake, provider):
     fake.page_size = 1
-    offer, prepared, _, _ = launched(fake, provider)
+    offer, prepared, _spec, _iid = launched(fake, provider)
     for other in ("b1", "b2", "b3"):
         provider.create(offer, prepared, spec(other))
     assert [o.instance_id for o in provider.observe(offer.location, "train1")] == ["train1"]
@@ -558,7 +558,7 @@ def test_observe_errors(fake, provider):
 
 
 def test_delete_is_idempotent_and_does_not_wait(fake, provider):
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     calls_before = len(fake.calls)
     provider.delete(offer.location, "train1", [iid])
     provider.delete(offer.location, "train1", [iid])  # 404 = already gone = success
@@ -571,14 +571,14 @@ def test_delete_is_idempotent_and_does_not_wait(fake, provider):
 
 def test_delete_then_observe_stopping_then_gone(fake, provider):
     fake.delete_lag = 1
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     provider.delete(offer.location, "train1", [iid])
     assert [o.status for o in provider.observe(offer.location, "train1")] == [Status.STOPPING]
     assert provider.observe(offer.location, "train1") == []
 
 
 def test_delete_errors(fake, provider):
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     fake.fail_next("instances.delete", 403, "forbidden")
     with pytest.raises(ProviderError) as info:
         provider.delete(offer.location, "train1", [iid])
@@ -587,7 +587,7 @@ def test_delete_errors(fake, provider):
 
 
 def test_cleanup_deletes_the_rule_idempotently(fake, provider):
-    offer, _, _, iid = launched(fake, provider)
+    offer, _prepared, _spec, iid = launched(fake, provider)
     provider.delete(offer.location, "train1", [iid])
     provider.cleanup(offer.location, "train1")
     assert fake.firewalls == {}
@@ -600,7 +600,7 @@ def test_cleanup_deletes_the_rule_idempotently(fake, provider):
 
 
 def test_full_round_leaves_nothing(fake, provider):
-    offer, _, _, iid = launched(fake, provider, boot_script=BootScript("echo hi"))
+    offer, _prepared, _spec, iid = launched(fake, provider, boot_script=BootScript("echo hi"))
     fake.settle(offer.zone, iid)
     assert provider.observe(offer.location, "train1")[0].usable
     provider.delete(offer.location, "train1", [o.instance_id for o in provider.observe(offer.location, "train1")])

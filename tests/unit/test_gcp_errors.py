@@ -195,7 +195,7 @@ def test_from_operation_reads_json_shaped_errors():
         class error:
             errors = [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "message": ZONE_MSG,
                        "errorDetails": [{"quotaInfo": {"metricName": "m", "limitName": "l"}}]}]
-    status, items, _ = from_operation(Op)
+    status, items, _message = from_operation(Op)
     assert status == 503 and items[0]["quota_metric"] == "m"
     assert classify_operation(Op).kind == K.CAPACITY
 
@@ -211,7 +211,7 @@ def test_successful_operation_is_no_error():
 def test_from_exception_reads_http_errors():
     exc = gexc.from_http_status(403, "Quota 'CPUS' exceeded.", errors=[
         {"message": "Quota 'CPUS' exceeded.", "domain": "usageLimits", "reason": "quotaExceeded"}])
-    status, items, _ = from_exception(exc)
+    status, items, _message = from_exception(exc)
     assert status == 403 and items[0]["reason"] == "quotaExceeded"
     err = classify_exception(exc, "gcp instances.insert")
     assert (err.kind, err.block_scope) == (K.QUOTA, BlockScope.REGION)

@@ -45,7 +45,7 @@ def _launch(h):
 def test_lifecycle_and_views(harness):
     h = harness
     assert h.cloud == "gcp" and h.provider.name == "gcp"
-    offer, _, iid = _launch(h)
+    offer, _prepared, iid = _launch(h)
     assert h.instance_ids() == [iid]
     assert h.resources() == {"instance:%s/%s" % (offer.zone, iid), "firewall:gpuprov-conf-gcp"}
     h.settle(offer.location, iid)
@@ -73,7 +73,7 @@ def test_clear_errors_disarms(harness):
     harness.inject_error("plan", ErrorKind.CREDENTIALS)
     harness.inject_error("create", ErrorKind.CAPACITY)
     harness.clear_errors()
-    offer, _, iid = _launch(harness)
+    offer, _prepared, iid = _launch(harness)
     assert iid in harness.instance_ids()
 
 
@@ -95,7 +95,7 @@ def _run(h, primitive):
     return h.provider.cleanup(offer.location, h.spec.vm_name)
 
 
-CLAIMED = sorted({(p, k) for k, (prims, _, _, _) in MODULE.HTTP_FAULTS.items() for p in prims} | {
+CLAIMED = sorted({(p, k) for k, (prims, _status, _reason, _message) in MODULE.HTTP_FAULTS.items() for p in prims} | {
     ("create", ErrorKind.QUOTA), ("prepare", ErrorKind.QUOTA), ("create", ErrorKind.CAPACITY),
     ("create", ErrorKind.UNAVAILABLE), ("create", ErrorKind.FAILED)})
 
@@ -118,7 +118,7 @@ def test_injected_error_raises_that_kind(harness, primitive, kind):
 
 def test_every_claimed_kind_is_reachable(harness):
     assert set(harness.error_kinds()) == set(ErrorKind.ALL)
-    assert {k for _, k in CLAIMED} == set(ErrorKind.ALL)
+    assert {k for _primitive, k in CLAIMED} == set(ErrorKind.ALL)
 
 
 def test_unsupported_combination_skips(harness):

@@ -81,7 +81,7 @@ class GcpHarness(Harness):
         if primitive not in CALLS:
             raise ValueError("unknown primitive %r" % (primitive,))
         if kind in HTTP_FAULTS and primitive in HTTP_FAULTS[kind][0]:
-            _, status, reason, message = HTTP_FAULTS[kind]
+            _prims, status, reason, message = HTTP_FAULTS[kind]
             self.fake.fail_next(CALLS[primitive], status, reason, message)
         elif (primitive, kind) == ("create", K.QUOTA):
             self.fake.fail_next_insert("QUOTA_EXCEEDED", quota_metric="NVIDIA_L4_GPUS")
@@ -120,7 +120,7 @@ class GcpHarness(Harness):
                 | {"firewall:%s" % name for name in self.fake.firewalls})
 
     def instance_ids(self) -> List[str]:
-        return sorted(name for (_, name), inst in self.fake.instances.items() if inst.get("_deleting") is None)
+        return sorted(name for (_zone, name), inst in self.fake.instances.items() if inst.get("_deleting") is None)
 
     def close(self) -> None:
         self.fake.stop()

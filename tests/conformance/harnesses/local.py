@@ -97,7 +97,7 @@ class LocalHarness(Harness):
     def settle_deleted(self, location, instance_id: str) -> None:
         """delete sends SIGTERM and returns; wait (bounded) for that sshd to exit."""
         folder = os.path.join(self.root, self.spec.vm_name, instance_id)
-        for _ in range(500):
+        for _attempt in range(500):
             if not LocalProvider._alive(LocalProvider._pid(folder), folder):
                 return
             time.sleep(0.01)

@@ -225,8 +225,8 @@ k8s:
   contains:
     enabled: {description: Whether k3s is to be installed., type: bool, returned: always}
     access: {description: "How the API is reached: C(Direct) or C(SshTunnel).", type: str, returned: always}
-    boot_script: {description: Whether O(boot_script) was delivered at boot by this cloud., type: bool, returned: always}
-    note: {description: Why k3s is skipped, when it is., type: str, returned: always}
+    boot_script: {description: "Whether O(boot_script) was delivered at boot by this cloud.", type: bool, returned: always}
+    note: {description: "Why k3s is skipped, when it is.", type: str, returned: always}
 ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)

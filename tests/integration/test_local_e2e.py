@@ -13,7 +13,6 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 
 
-
 def _mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
@@ -38,7 +37,7 @@ def test_provision_reuse_down(ansible):
     assert "smoke command: Linux" in first.out
     # live progress lines from the action plugin
     assert "gpuprov [e2e1" in first.out and "Booting" in first.out and "-> Ready" in first.out
-    kind, state, _ = _state(ansible, "e2e1")
+    kind, state, _events = _state(ansible, "e2e1")
     assert (kind, state["kind"]) == ("launch", "Ready")
     instance = state["vm"]["instance_id"]
     assert [os.path.basename(f) for f in ansible.live_sshd()] == [instance]
@@ -68,7 +67,7 @@ def test_provision_reuse_down(ansible):
     assert down.recap()["e2e1"]["changed"] == 1, down
     assert ansible.live_sshd() == []
     assert not (ansible.home / "local" / "e2e1").exists()
-    kind, state, _ = _state(ansible, "e2e1")
+    kind, state, _events = _state(ansible, "e2e1")
     assert (kind, state["kind"]) == ("teardown", "Done")
     assert "Host e2e1" not in (ansible.home / "ssh_config").read_text()
     assert state["vm_name"] == "e2e1" and state["targets"][0]["instance_ids"] == [instance]
@@ -145,7 +144,7 @@ def test_crash_after_create_is_adopted(ansible):
     crashed = ansible.playbook("provision", "-e", "name=e2e-crash",
                                extra_env={"GPUPROV_TEST_KILL_BEFORE_COMMIT": "Creating"})
     assert crashed.rc != 0, crashed
-    kind, state, _ = _state(ansible, "e2e-crash")
+    kind, state, _events = _state(ansible, "e2e-crash")
     assert state["kind"] == "Creating"     # the create happened, its commit did not
     orphans = ansible.live_sshd()
     assert len(orphans) == 1
@@ -153,7 +152,7 @@ def test_crash_after_create_is_adopted(ansible):
     rerun = ansible.playbook("provision", "-e", "name=e2e-crash")
     assert rerun.rc == 0, rerun
     assert "adopted" in rerun.out
-    kind, state, _ = _state(ansible, "e2e-crash")
+    kind, state, _events = _state(ansible, "e2e-crash")
     assert state["kind"] == "Ready"
     assert ansible.live_sshd() == orphans   # the same sshd, no second one
     assert state["vm"]["instance_id"] == os.path.basename(orphans[0])

@@ -260,7 +260,7 @@ def test_resume_after_a_crash_at_each_point(journals, jpath, clock, point):
     resume_events = [e for e in events if e["event"] == "resume"]
     assert len(resume_events) == 1
     assert resume_events[0]["note"] == "resumed by run-2" and resume_events[0]["to"] == "Toy%s" % kind
-    assert [(f, t) for f, t, _ in transitions(second)] == [
+    assert [(f, t) for f, t, _x1 in transitions(second)] == [
         ("ToyA", "ToyB"), ("ToyB", "ToyC"), ("ToyC", "ToyDone")]
     assert [e["owner"] for e in events if e["event"] == "transition"] == (
         ["run-1"] * idx + ["run-2"] * (3 - idx))
@@ -373,7 +373,7 @@ def test_exhaustion_goes_wherever_the_machine_says_and_the_run_continues(journal
         exhausted_to=lambda state, err: {"kind": "Cleanup", "why": err})
     outcome = executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=Sleeper(clock))
     assert outcome.state == {"kind": "Done", "cleaned": True}
-    assert [(f, t) for f, t, _ in transitions(journal)] == [("A", "Cleanup"), ("Cleanup", "Done")]
+    assert [(f, t) for f, t, _x1 in transitions(journal)] == [("A", "Cleanup"), ("Cleanup", "Done")]
     assert transitions(journal)[0][2] == "retries exhausted after 2 attempts: no capacity"
 
 
@@ -385,7 +385,7 @@ def test_a_next_resets_the_retry_count(journal, clock):
     outcome = executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=Sleeper(clock))
     assert outcome.state == {"kind": "Done"}
     assert machine.exhausted == []
-    assert [(k, a) for k, _, a in machine.seen] == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
+    assert [(k, a) for k, _x1, a in machine.seen] == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
     notes = [e["note"] for e in journal.events(KEY) if e["event"] == "retry"]
     assert notes == ["attempt 1/3 failed: a1", "attempt 2/3 failed: a2",
                      "attempt 1/3 failed: b1", "attempt 2/3 failed: b2"]
@@ -397,7 +397,7 @@ def test_the_policy_is_per_state(journal, clock):
                               exhausted_to=lambda s, e: {"kind": "B"} if s["kind"] == "A" else {"kind": "Failed"})
     executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=Sleeper(clock))
     assert machine.exhausted == [("A", "x"), ("B", "y")]
-    assert len([k for k, _, _ in machine.seen if k == "B"]) == 4
+    assert len([k for k, _x1, _x2 in machine.seen if k == "B"]) == 4
 
 
 def test_an_exception_in_a_step_is_a_budgeted_retry_not_a_crash(journal, clock):
@@ -456,7 +456,7 @@ def test_backoff_jitter_bounds_over_many_draws():
     rng = random.Random(7)
     for attempt in range(1, 12):
         base = min(8.0, 2.0 ** (attempt - 1))
-        for _ in range(50):
+        for _x1 in range(50):
             assert 0.0 <= policy.backoff(attempt, rng) <= base
 
 
@@ -479,7 +479,7 @@ def test_polls_consume_no_retry_budget(journal, clock):
     outcome = executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=sleeper)
     assert outcome.state == {"kind": "Done"}
     assert machine.exhausted == []
-    assert [a for _, _, a in machine.seen] == [0] * 11 + [1]
+    assert [a for _x1, _x2, a in machine.seen] == [0] * 11 + [1]
     assert sleeper.waits[:10] == [1] * 10
 
 
@@ -495,7 +495,7 @@ def test_in_state_grows_with_the_injected_clock(journal, clock):
     sleeper = Sleeper(clock)
     outcome = executor(journal, machine, clock).run(KEY, scripted_initial("Booting"), wait_poll=sleeper)
     assert outcome.state == {"kind": "Done"}
-    assert [s for _, s, _ in machine.seen] == [0, 10, 20, 30]
+    assert [s for _x1, s, _x2 in machine.seen] == [0, 10, 20, 30]
     assert sleeper.waits == [10, 10, 10]
     assert transitions(journal) == [("Booting", "Done", "ready after 30 s")]
 
@@ -505,7 +505,7 @@ def test_a_poll_deadline_via_in_state_times_out(journal, clock):
                               policy=RetryPolicy(max_attempts=1))
     outcome = executor(journal, machine, clock).run(KEY, scripted_initial("Booting"), wait_poll=Sleeper(clock))
     assert outcome.state == {"kind": "TimedOut"}
-    assert [s for _, s, _ in machine.seen] == [0, 10, 20, 30]
+    assert [s for _x1, s, _x2 in machine.seen] == [0, 10, 20, 30]
     assert [e for e in journal.events(KEY) if e["event"] == "retry"] == []
 
 
@@ -515,7 +515,7 @@ def test_in_state_restarts_at_each_transition(journal, clock):
         "B": [Poll(7), Next({"kind": "Done"})],
     })
     executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=Sleeper(clock))
-    assert [(k, s) for k, s, _ in machine.seen] == [("A", 0), ("A", 5), ("A", 10), ("B", 0), ("B", 7)]
+    assert [(k, s) for k, s, _x1 in machine.seen] == [("A", 0), ("A", 5), ("A", 10), ("B", 0), ("B", 7)]
 
 
 def test_time_elsewhere_does_not_count_but_time_in_a_step_does(journal, clock):
@@ -526,7 +526,7 @@ def test_time_elsewhere_does_not_count_but_time_in_a_step_does(journal, clock):
     machine = ScriptedMachine({"A": [slow_step], "B": [Poll(1), Next({"kind": "Done"})]})
     clock.advance(500)        # before the run
     executor(journal, machine, clock).run(KEY, scripted_initial(), wait_poll=Sleeper(clock))
-    assert [(k, s) for k, s, _ in machine.seen] == [("A", 0), ("B", 0), ("B", 1)]
+    assert [(k, s) for k, s, _x1 in machine.seen] == [("A", 0), ("B", 0), ("B", 1)]
 
 
 def test_a_resume_gets_a_fresh_but_bounded_window(journals, clock):
@@ -542,10 +542,10 @@ def test_a_resume_gets_a_fresh_but_bounded_window(journals, clock):
             KEY, scripted_initial("Booting"), wait_poll=Sleeper(clock))
     clock.advance(1000)    # however long the controller was down
     machine = ScriptedMachine({"Booting": deadline_poller(deadline=25, ready_after=None, interval=10)})
-    outcome = executor(journals(), machine, clock).run(KEY, scripted_initial("Booting"),
-                                                         wait_poll=Sleeper(clock))
+    outcome = executor(journals(), machine, clock).run(
+        KEY, scripted_initial("Booting"), wait_poll=Sleeper(clock))
     assert outcome.resumed and outcome.state == {"kind": "TimedOut"}
-    assert [s for _, s, _ in machine.seen] == [0, 10, 20, 30]
+    assert [s for _x1, s, _x2 in machine.seen] == [0, 10, 20, 30]
 
 
 def test_poll_notes_are_journalled_once_per_distinct_note(journal, clock):
@@ -569,7 +569,7 @@ def test_without_wait_poll_the_cancel_tokens_wait_is_used(journal, clock):
                               policy=RetryPolicy(max_attempts=5, initial_backoff=1.0, jitter=0.0))
     executor(journal, machine, clock, cancel=token).run(KEY, scripted_initial())
     assert token.waits == [3, 1.0, 2]
-    assert [s for _, s, _ in machine.seen] == [0, 3, 4, 6]
+    assert [s for _x1, s, _x2 in machine.seen] == [0, 3, 4, 6]
 
 
 # -- cancellation ---------------------------------------------------------------------------------
@@ -634,7 +634,7 @@ def test_on_cancel_returning_none_keeps_going_to_the_terminal_state(journal, clo
     assert outcome.state["kind"] == "Done" and outcome.cancelled is True
     assert world.created == {"res-A": 1, "res-B": 1, "res-C": 1}
     assert machine.cancel_calls == ["A"]
-    assert all(note != "cancelled by interrupt" for _, _, note in transitions(journal))
+    assert all(note != "cancelled by interrupt" for _x1, _x2, note in transitions(journal))
 
 
 def test_on_cancel_returning_the_same_state_keeps_going(journal, clock):
@@ -700,7 +700,7 @@ def test_install_routes_sigint_and_sigterm_and_uninstall_restores():
         for sig in (signal.SIGINT, signal.SIGTERM):
             assert signal.getsignal(sig) == token._handle
         os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(1000):        # the Python-level handler runs at the next bytecode boundary
+        for _x1 in range(1000):        # the Python-level handler runs at the next bytecode boundary
             if token.requested:
                 break
             time.sleep(0.001)
@@ -742,7 +742,7 @@ def test_a_second_signal_mid_step_hard_cancels_leaving_the_journal_resumable(jou
         shots["comp"] += 1
         clock.advance(CancelToken.BURST_S + 1)
         os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(1000):     # the handler raises HardCancel here, mid "cloud call"
+        for _x1 in range(1000):     # the handler raises HardCancel here, mid "cloud call"
             time.sleep(0.001)
         pytest.fail("the second signal did not hard-cancel")
 
@@ -783,7 +783,7 @@ def test_waits_after_a_mapped_cancel_still_honour_their_delays(journal, clock, m
         return False
 
     monkeypatch.setattr(threading.Event, "wait", fake_event_wait)
-    monkeypatch.setattr(time, "sleep", lambda seconds: clock.advance(seconds))
+    monkeypatch.setattr(time, "sleep", clock.advance)
     token = CancelToken(clock)
     polls = iter([Poll(10, "deleting")] * 3 + [Retry("throttled")])
 
@@ -1020,8 +1020,8 @@ def test_on_event_reports_the_run_and_a_broken_printer_never_stops_it(journal, c
         raise RuntimeError("broken terminal")
 
     machine = ScriptedMachine({"A": [Poll(1, "p"), Retry("r"), Next({"kind": "Done"})]})
-    outcome = executor(journal, machine, clock, on_event=printer).run(KEY, scripted_initial(),
-                                                                     wait_poll=Sleeper(clock))
+    outcome = executor(journal, machine, clock, on_event=printer).run(
+        KEY, scripted_initial(), wait_poll=Sleeper(clock))
     assert outcome.state == {"kind": "Done"}
     assert kinds == ["begin", "poll", "retry", "transition"]
 
@@ -1047,7 +1047,7 @@ def test_before_commit_is_called_for_every_committed_transition(journal, clock):
     executor(journal, machine, clock, cancel=token,
              before_commit=lambda old, new: calls.append((old["kind"], new["kind"]))).run(
         KEY, scripted_initial(), wait_poll=Sleeper(clock, cancel=token))
-    assert [(f, t) for f, t, _ in transitions(journal)] == [("A", "B"), ("B", "C"), ("C", "Comp"), ("Comp", "Done")]
+    assert [(f, t) for f, t, _x1 in transitions(journal)] == [("A", "B"), ("B", "C"), ("C", "Comp"), ("Comp", "Done")]
     assert calls == [("A", "B"), ("B", "C"), ("C", "Comp"), ("Comp", "Done")]
 
 

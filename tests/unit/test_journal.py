@@ -138,7 +138,7 @@ def test_corrupt_journal_raises_journal_error_naming_path_and_fix(tmp_path, cloc
         Journal(str(path), clock=clock)
     exc = info.value
     assert not isinstance(exc, sqlite3.Error)
-    assert type(exc) is JournalError
+    assert exc.__class__ is JournalError  # exactly, not a subclass
     msg = str(exc)
     assert str(path) in msg
     assert "move it aside" in msg and "another path" in msg

@@ -72,9 +72,8 @@ def test_teardown_requests_awaits_cleans_up_and_is_done(tmp_path):
     assert row.kind == "teardown" and row.terminal and row.lease_owner is None
     assert w.path() == ["Requesting", "AwaitingGone", "CleaningUp", "Done"]
     trans = [e for e in w.events() if e["event"] == "transition"]
-    assert [(e["from"], e["to"]) for e in trans] == [("Requesting", "AwaitingGone"),
-                                                      ("AwaitingGone", "CleaningUp"),
-                                                      ("CleaningUp", "Done")]
+    assert [(e["from"], e["to"]) for e in trans] == [
+        ("Requesting", "AwaitingGone"), ("AwaitingGone", "CleaningUp"), ("CleaningUp", "Done")]
     assert trans[0]["note"] == "deletion requested for fakea/r1/r1-a [%s]" % iid
     assert trans[1]["note"] == "all instances gone"
     polls = [e for e in w.events() if e["event"] == "poll"]

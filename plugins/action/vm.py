@@ -6,6 +6,8 @@ controller, printing live progress. The documentation is in plugins/modules/vm.p
 
 from __future__ import annotations
 
+import traceback
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -31,5 +33,13 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller requirements (%s); "
                                     "pip install -r requirements.txt from the collection" % exc)
         service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line))
-        result.update(service.run(check_mode=self._task.check_mode))
+        try:
+            result.update(service.run(check_mode=self._task.check_mode))
+        except Exception as exc:  # pylint: disable=broad-except
+            # Every committed state is resumable: say so instead of printing a traceback.
+            display.vvv("gpuprov.cloud.vm: %s" % traceback.format_exc())
+            result.update(failed=True, changed=False,
+                          msg="gpuprov.cloud.vm stopped on an unexpected %s: %s. Everything done so far is in "
+                              "the journal; re-run the task to resume (-vvv shows the details)."
+                              % (type(exc).__name__, exc))
         return result

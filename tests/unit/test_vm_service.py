@@ -1,0 +1,107 @@
+"""VmService: parameter validation, k8s planning, check mode and the result shape,
+against the local cloud (real sshd) in a temporary state directory."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import (
+    InvalidParameters, VmService, build_settings,
+)
+
+BASE = {"name": "svc", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
+        "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
+        "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": None, "boot_script": None}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    yield tmp_path
+    journal_path = tmp_path / "journal.sqlite"
+    if journal_path.exists():   # never leave an sshd behind
+        VmService(dict(BASE, state="absent", name="svc")).run()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"name": "UPPER"}, "name: expected a DNS label"),
+    ({"name": "-x"}, "name: expected a DNS label"),
+    ({"gpu": "Voodoo2"}, "gpu: unknown GPU 'Voodoo2'"),
+    ({"gpu_count": 0}, "gpu_count: expected an integer >= 1, got 0"),
+    ({"ssh_timeout": -5}, "ssh_timeout: expected an integer >= 1"),
+    ({"clouds": ["local", "nimbus"]}, "clouds: unknown cloud 'nimbus'; expected one of"),
+    ({"cloud_options": {"nimbus": {}}}, "cloud_options: unknown cloud(s) nimbus"),
+])
+def test_bad_parameters_name_the_field(change, message):
+    with pytest.raises(InvalidParameters) as info:
+        build_settings(dict(BASE, **change), "ssh-ed25519 AAAA test")
+    assert message in str(info.value)
+
+
+def test_gpu_aliases_and_boot_script_reach_the_spec():
+    settings = build_settings(dict(BASE, gpu="a100-80gb", gpu_count=2,
+                                   boot_script={"script": "#!/bin/sh\necho hi\n", "env": {"N": 3}}),
+                              "ssh-ed25519 AAAA test")
+    assert settings.request.gpu == "A100-80GB" and settings.request.gpu_count == 2
+    assert settings.spec.boot_script.env == {"N": "3"}
+    assert settings.spec.boot_script.to_shell().splitlines()[:2] == ["#!/bin/sh", "export N='3'"]
+
+
+def test_invalid_parameters_write_nothing(home):
+    result = VmService(dict(BASE, gpu_count=0)).run()
+    assert result["failed"] and "gpu_count" in result["msg"]
+    assert not (home / "journal.sqlite").exists() or Journal(str(home / "journal.sqlite")).load("svc") is None
+
+
+def test_k8s_true_on_a_cloud_that_cannot_host_it_is_rejected_before_anything_exists(home):
+    result = VmService(dict(BASE, k8s=True)).run()
+    assert result["failed"] and result["msg"].startswith("k8s: none of the clouds (local) can host k3s")
+    assert not (home / "local" / "svc").exists()
+    assert Journal(str(home / "journal.sqlite")).load("svc") is None
+
+
+def test_present_check_mode_then_up_then_check_mode_again(home):
+    lines = []
+    service = VmService(dict(BASE), progress=lines.append)
+    predicted = service.run(check_mode=True)
+    assert predicted["changed"] is True and not (home / "local" / "svc").exists()
+
+    up = VmService(dict(BASE), progress=lines.append).run()
+    assert not up.get("failed"), up
+    assert up["changed"] is True and up["state"] == "Ready"
+    assert up["vm"]["cloud"] == "local" and up["vm"]["ssh_host"] == "127.0.0.1"
+    assert up["k8s"] == {"enabled": False, "access": None, "boot_script": False,
+                         "note": "k3s skipped: the local cloud cannot host it"}
+    connection = up["connection"]
+    assert connection["ansible_ssh_private_key_file"] == str(home / "id_ed25519")
+    assert "StrictHostKeyChecking=yes" in connection["ansible_ssh_common_args"]
+    assert any("Booting" in line for line in lines) and all(line.startswith("[svc ") for line in lines)
+
+    assert VmService(dict(BASE)).run(check_mode=True)["changed"] is False
+    again = VmService(dict(BASE)).run()
+    assert again["changed"] is False and again["vm"]["reused"] is True
+
+    assert VmService(dict(BASE, state="absent")).run(check_mode=True)["changed"] is True
+    down = VmService(dict(BASE, state="absent")).run()
+    assert down["changed"] is True and down["state"] == "Done"
+    assert VmService(dict(BASE, state="absent")).run()["changed"] is False
+    journal = Journal(str(home / "journal.sqlite"))
+    assert journal.vm("svc") is None and journal.load("svc").state["kind"] == "Done"
+
+
+def test_a_named_ssh_key_must_exist(home):
+    result = VmService(dict(BASE, ssh_key=str(home / "missing"))).run()
+    assert result["failed"] and result["msg"].startswith("ssh_key: ") and "does not exist" in result["msg"]
+
+
+def test_journal_env_var_is_honoured(home, monkeypatch, tmp_path_factory):
+    other = tmp_path_factory.mktemp("elsewhere") / "j.sqlite"
+    monkeypatch.setenv("GPUPROV_JOURNAL", str(other))
+    result = VmService(dict(BASE, gpu="H100")).run()
+    assert result["failed"] and "local cloud has no GPUs" in result["msg"]
+    assert other.exists() and oct(os.stat(other).st_mode & 0o777) == "0o600"
+    assert Journal(str(other)).load("svc").state["kind"] == "Aborted"

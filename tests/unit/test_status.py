@@ -1,0 +1,53 @@
+"""The status view: every VM with its state, last transitions, Leaked ones called out."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+
+LOC = {"cloud": "aws", "region": "us-east-1", "zone": None}
+
+
+def _journal_with_rows(path):
+    journal = Journal(str(path))
+    owner = "test:1:x"
+    version = journal.begin("up1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
+    journal.transition("up1", owner, version, {"kind": "Ready", "vm": {}}, "Ready", True, "Reconciling", "SSH login OK")
+    journal.release("up1", owner)
+    journal.upsert_vm("up1", cloud="aws", region="us-east-1", instance_id="i-1", ssh_host="203.0.113.1",
+                      ssh_port=22, status="running", stage="Ready")
+    leaked = {"kind": "Leaked", "targets": [{"location": LOC, "instance_ids": ["i-2"]}],
+              "reason": "instances still present after 600 s"}
+    version = journal.begin("gone1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
+    journal.transition("gone1", owner, version, leaked, "Leaked", True, "Compensating/AwaitingGone", "teardown failed")
+    journal.release("gone1", owner)
+    journal.close()
+
+
+def test_missing_journal_is_reported_not_created(tmp_path):
+    result = read_status(str(tmp_path / "none.sqlite"))
+    assert result["vms"] == [] and "no journal at" in result["table"][0]
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_table_lists_vms_and_calls_out_leaked_ones(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _journal_with_rows(path)
+    result = read_status(str(path))
+    by_name = {vm["name"]: vm for vm in result["vms"]}
+    assert by_name["up1"]["state"] == "Ready" and by_name["up1"]["status"] == "running"
+    assert by_name["up1"]["ssh_host"] == "203.0.113.1" and not by_name["up1"]["in_progress"]
+    assert by_name["gone1"]["leaked"] and by_name["gone1"]["targets"][0]["instance_ids"] == ["i-2"]
+    assert result["leaked"] == ["gone1"]
+    table = "\n".join(result["table"])
+    assert table.splitlines()[0].split() == ["NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "UPDATED"]
+    assert "LEAKED gone1: instances still present after 600 s" in table
+    assert "gpuprov.cloud.down -e name=gone1" in table
+    assert "Compensating/AwaitingGone -> Leaked teardown failed" in table
+    assert [t["to"] for t in by_name["up1"]["last_transitions"]] == ["Reconciling", "Ready"]
+
+
+def test_one_vm_only(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _journal_with_rows(path)
+    assert [vm["name"] for vm in read_status(str(path), name="up1")["vms"]] == ["up1"]

@@ -59,6 +59,16 @@ class Ansible:
         return subprocess.Popen(self.command(playbook, *args), env=env, cwd=str(self.home), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 
+    def tool(self, program: str, *args: str, timeout: float = 300, extra_env: Optional[dict] = None) -> Run:
+        """Another Ansible command line (``ansible``, ``ansible-inventory``) with the same environment;
+        stderr is kept apart from stdout (``--list`` prints JSON on stdout)."""
+        env = dict(self.env, **(extra_env or {}))
+        proc = subprocess.run([str(BIN / program), *args], env=env, cwd=str(self.home), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+        run = Run(proc)
+        run.err = proc.stderr
+        return run
+
     def live_sshd(self) -> List[str]:
         return live_sshd_folders(self.home)
 

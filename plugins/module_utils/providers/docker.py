@@ -40,7 +40,8 @@ default socket), ``privileged`` (k3s needs it; default false),
 ``publish_host``, or 127.0.0.1 when publishing on all addresses), ``ssh_port``
 (fixed host port; default: Docker picks), ``init`` (docker run --init, default
 true), ``timeout`` (API seconds, default 60),
-``build_timeout`` (default 600).
+``build_timeout`` (default 600), ``python_interpreter`` (the Python Ansible uses in the
+container; default ``/usr/bin/python3``, which the default base image has).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ CONTAINER_PREFIX = "gpuprov-"
 MANAGED_LABEL = "gpuprov-managed-by"
 SSH_USER_LABEL = "gpuprov-ssh-user"
 FILES_DIR = "/var/lib/gpuprov"
+DEFAULT_PYTHON = "/usr/bin/python3"   # scripts/build-base-image.sh installs python3
 
 DOCKERFILE = """\
 # gpuprov docker test cloud: a container that behaves like a freshly booted VM.
@@ -253,6 +255,9 @@ class DockerProvider(Provider):
         # docker run --init: a tiny init (docker-init, shipped with the engine) as PID 1
         # reaps the boot script's orphans; sshd alone does not.
         self.init = bool(opts.get("init", True))
+        # The default base image installs python3 there; Ansible's interpreter discovery
+        # does not know a debootstrapped Debian and would warn.
+        self.python_interpreter = opts.get("python_interpreter") or DEFAULT_PYTHON
         self._docker = None
 
     # --- plumbing -----------------------------------------------------------------
@@ -352,6 +357,7 @@ class DockerProvider(Provider):
             boot_timeout_s=120.0,
             poll_interval_s=1.0,
             unsupported=() if self.privileged else ("kubernetes",),
+            python_interpreter=self.python_interpreter,
         )
 
     def plan(self, request: ResourceRequest) -> List[Offer]:

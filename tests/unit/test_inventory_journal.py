@@ -1,0 +1,346 @@
+"""The inventory plugin gpuprov.cloud.journal: hosts from the journal's vms projection.
+
+The helpers are tested in process; the plugin itself through the real
+``ansible-inventory`` (as users run it), against journals built under tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service, ssh
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+COLLECTIONS = REPO / "build" / "collections"
+BIN = pathlib.Path(sys.executable).parent
+
+
+# --- journals to read -----------------------------------------------------------------
+
+def _row(name, **fields):
+    row = {"name": name, "cloud": "docker", "region": "local", "zone": None, "instance_id": "id-" + name,
+           "instance_type": "container", "gpu": None, "gpu_count": None, "ssh_host": "127.0.0.1",
+           "ssh_port": 40022, "ssh_user": "root", "host_key_alias": "gpuprov-%s-0123456789ab" % name,
+           "status": "running", "stage": "Ready", "detail": None, "updated_at": 1000.0}
+    row.update(fields)
+    return row
+
+
+def _ready_state(row, python=None):
+    return {"kind": "Ready", "reused": False, "search": None,
+            "vm": {"name": row["name"], "instance_id": row["instance_id"],
+                   "location": {"cloud": row["cloud"], "region": row["region"], "zone": row["zone"]},
+                   "ssh": {"host": row["ssh_host"], "port": row["ssh_port"], "user": row["ssh_user"]},
+                   "host_key_alias": row["host_key_alias"], "python_interpreter": python}}
+
+
+def write_journal(path, rows, pythons=None):
+    """A journal at ``path`` holding ``rows`` in the vms projection and, for each name in
+    ``pythons``, a Ready launch state recording that interpreter."""
+    journal = Journal(str(path))
+    try:
+        for row in rows:
+            fields = {k: v for k, v in row.items() if k not in ("name", "updated_at")}
+            journal.upsert_vm(row["name"], **fields)
+            if pythons and row["name"] in pythons:
+                journal.begin(row["name"], "launch", _ready_state(row, pythons[row["name"]]), "Ready", True,
+                              "test-owner", 60.0, None)
+                journal.release(row["name"], "test-owner")
+    finally:
+        journal.close()
+
+
+def dump(path):
+    db = sqlite3.connect(str(path))
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+# --- helpers, in process --------------------------------------------------------------
+
+def test_connection_vars_are_the_vm_services():
+    row = _row("web1")
+    found = inv.connection_vars(row, "/state", "/state/id_ed25519", "/usr/bin/python3")
+    vm = {"ssh": {"host": "127.0.0.1", "port": 40022, "user": "root"}, "host_key_alias": row["host_key_alias"],
+          "python_interpreter": "/usr/bin/python3"}
+    assert found == service.connection_vars(vm, ssh.ControllerFiles("/state", "/state/id_ed25519"))
+    assert found["ansible_ssh_common_args"] == (
+        "-o UserKnownHostsFile=/state/known_hosts -o HostKeyAlias=gpuprov-web1-0123456789ab "
+        "-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes")
+    assert found["ansible_port"] == 40022 and isinstance(found["ansible_port"], int)
+
+
+def test_unknown_python_is_left_to_the_user():
+    found = inv.connection_vars(_row("web1"), "/state", "/k", None)
+    assert "ansible_python_interpreter" not in found
+
+
+@pytest.mark.parametrize("missing", ["ssh_host", "ssh_port", "host_key_alias"])
+def test_no_endpoint_no_connection_vars(missing):
+    assert inv.connection_vars(_row("web1", **{missing: None}), "/state", "/k") is None
+
+
+def test_python_precedence():
+    row = _row("p1")
+    ready = _ready_state(row, "/opt/recorded/python3")
+    # the projection's detail first, then the Ready state of the same instance, then the cloud's default
+    assert inv.python_of(_row("p1", detail={"python_interpreter": "/detail/py"}), ready) == "/detail/py"
+    assert inv.python_of(row, ready) == "/opt/recorded/python3"
+    other = _ready_state(_row("p1", instance_id="an-older-instance"), "/old/py")
+    assert inv.python_of(row, other) == "/usr/bin/python3"
+    assert inv.python_of(row, {"kind": "Creating"}) == "/usr/bin/python3"
+    assert inv.python_of(_row("p1", cloud="local"), None) == sys.executable
+    assert inv.python_of(_row("p1", cloud="aws"), None) is None
+    assert inv.python_of(_row("p1", cloud="aws", detail={"targets": []}), None) is None
+
+
+def test_groups_are_sanitised():
+    rows = [_row("g1", cloud="gcp", region="us-central1", zone="us-central1-a"),
+            _row("a1", cloud="aws", region="us-east-1")]
+    entries = {name: groups for name, groups, _vars in inv.host_entries(rows, {}, "/s", "/s/k", "/s/j")}
+    assert entries["g1"] == ["gpuprov_vms", "cloud_gcp", "region_us_central1", "zone_us_central1_a",
+                             "status_running"]
+    assert entries["a1"] == ["gpuprov_vms", "cloud_aws", "region_us_east_1", "status_running"]
+    assert inv.group_name("region", "eu.west/1 b") == "region_eu_west_1_b"
+
+
+def test_only_running_vms_by_default():
+    rows = [_row("up1"), _row("gone1", status="leaked", stage="Leaked", ssh_host=None),
+            _row("odd1", status="unknown")]
+    assert [e[0] for e in inv.host_entries(rows, {}, "/s", "/s/k", "/s/j")] == ["up1"]
+    both = inv.host_entries(rows, {}, "/s", "/s/k", "/s/j", statuses=["running", "leaked"])
+    assert [e[0] for e in both] == ["up1", "gone1"]
+    name, groups, variables = both[1]
+    assert "status_leaked" in groups and "gpuprov_vms" in groups
+    # no endpoint: listed (down can retry it) but without connection variables
+    assert "ansible_host" not in variables and variables["gpuprov_status"] == "leaked"
+
+
+def test_host_variables():
+    row = _row("v1", gpu="H100", gpu_count=2)
+    entries = inv.host_entries([row], {"v1": _ready_state(row, "/py")}, "/s", "/s/k", "/s/journal.sqlite")
+    [(_name, _groups, variables)] = entries
+    assert variables["gpuprov_journal"] == "/s/journal.sqlite"
+    assert variables["gpuprov_clouds"] == ["docker"]
+    assert variables["gpuprov_gpu"] == "H100" and variables["gpuprov_gpu_count"] == 2
+    assert variables["gpuprov_instance_id"] == "id-v1"
+    assert variables["ansible_python_interpreter"] == "/py"
+    assert variables["ansible_ssh_private_key_file"] == "/s/k"
+
+
+def test_read_journal_never_creates_one(tmp_path):
+    path = tmp_path / "nowhere" / "journal.sqlite"
+    assert inv.read_journal(str(path)) == ([], {})
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_read_journal_rejects_what_is_not_a_journal(tmp_path):
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not sqlite at all" * 10)
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    for path in (garbage, empty):
+        with pytest.raises(JournalError, match="is not a gpuprov journal"):
+            inv.read_journal(str(path))
+    assert garbage.read_bytes() == b"not sqlite at all" * 10 and empty.read_bytes() == b""
+    other = tmp_path / "other.sqlite"
+    db = sqlite3.connect(str(other))
+    db.execute("CREATE TABLE songs (title TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="something else"):
+        inv.read_journal(str(other))
+    with pytest.raises(JournalError, match="is not a file"):
+        inv.read_journal(str(tmp_path))
+
+
+def test_read_journal_rows_and_states(tmp_path):
+    path = tmp_path / "journal.sqlite"
+    write_journal(path, [_row("r1"), _row("r2")], pythons={"r1": "/py1"})
+    rows, states = inv.read_journal(str(path))
+    assert [r["name"] for r in rows] == ["r1", "r2"]
+    assert states["r1"]["vm"]["python_interpreter"] == "/py1" and "r2" not in states
+
+
+@pytest.mark.parametrize("name, ok", [
+    ("gpuprov.journal.yml", True), ("gpuprov.journal.yaml", True), ("team.gpuprov_journal.yml", True),
+    ("x.gpuprov_journal.yaml", True), ("journal.yml", False), ("gpuprov.yml", False),
+    ("gpuprov_journal.yml.bak", False),
+])
+def test_verify_file(tmp_path, name, ok):
+    path = tmp_path / name
+    path.write_text("plugin: gpuprov.cloud.journal\n")
+    assert inv.InventoryModule().verify_file(str(path)) is ok
+
+
+# --- the plugin through ansible-inventory --------------------------------------------
+
+class Inventory:
+    def __init__(self, home):
+        self.home = home
+        self.env = dict(os.environ, GPUPROV_HOME=str(home), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+                        ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(home / "ansible-tmp"),
+                        ANSIBLE_INVENTORY_UNPARSED_WARNING="True")
+        for var in ("GPUPROV_JOURNAL", "XDG_STATE_HOME", "ANSIBLE_CONFIG", "ANSIBLE_INVENTORY"):
+            self.env.pop(var, None)
+
+    def config(self, text, name="gpuprov.journal.yml"):
+        path = self.home / name
+        path.write_text(text)
+        return path
+
+    def run(self, source, *args):
+        return subprocess.run([str(BIN / "ansible-inventory"), "-i", str(source), *args], env=self.env,
+                              cwd=str(self.home), capture_output=True, text=True, timeout=120, check=False)
+
+    def list(self, source):
+        proc = self.run(source, "--list")
+        assert proc.returncode == 0, proc.stderr
+        return _plain(json.loads(proc.stdout)), proc.stderr
+
+
+def _plain(value):
+    """ansible-inventory --list marks plugin-supplied strings as unsafe: unwrap them."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _members(listing, group):
+    return sorted(listing.get(group, {}).get("hosts", []))
+
+
+@pytest.fixture
+def home(tmp_path):
+    folder = tmp_path / "gpuprov-home"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+@pytest.fixture
+def ansible_inventory(home):
+    return Inventory(home)
+
+
+def test_list_hosts_groups_and_vars(home, ansible_inventory):
+    journal = home / "journal.sqlite"
+    rows = [_row("dock1"), _row("loc1", cloud="local", ssh_user="me"),
+            _row("gcp1", cloud="gcp", region="us-central1", zone="us-central1-a", ssh_host="203.0.113.7",
+                 ssh_port=22, ssh_user="gpuprov", gpu="L4", gpu_count=1),
+            _row("dead1", cloud="aws", region="us-east-1", status="leaked", stage="Leaked")]
+    write_journal(journal, rows, pythons={"gcp1": "/usr/bin/python3.11"})
+    before = dump(journal)
+    listing, _err = ansible_inventory.list(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"))
+    assert _members(listing, "gpuprov_vms") == ["dock1", "gcp1", "loc1"]
+    assert _members(listing, "cloud_docker") == ["dock1"] and _members(listing, "cloud_local") == ["loc1"]
+    assert _members(listing, "region_local") == ["dock1", "loc1"]
+    assert _members(listing, "region_us_central1") == ["gcp1"]
+    assert _members(listing, "zone_us_central1_a") == ["gcp1"]
+    assert _members(listing, "status_running") == ["dock1", "gcp1", "loc1"]
+    assert "dead1" not in listing["_meta"]["hostvars"]
+    hostvars = listing["_meta"]["hostvars"]
+    files = ssh.ControllerFiles(str(home), str(home / "id_ed25519"))
+    for row in rows[:3]:
+        vm = {"ssh": {"host": row["ssh_host"], "port": row["ssh_port"], "user": row["ssh_user"]},
+              "host_key_alias": row["host_key_alias"], "python_interpreter": "unused"}
+        expected = service.connection_vars(vm, files)
+        got = hostvars[row["name"]]
+        assert {k: got[k] for k in expected if k != "ansible_python_interpreter"} == \
+               {k: v for k, v in expected.items() if k != "ansible_python_interpreter"}
+    assert hostvars["dock1"]["ansible_python_interpreter"] == "/usr/bin/python3"
+    assert hostvars["gcp1"]["ansible_python_interpreter"] == "/usr/bin/python3.11"   # recorded by the launch
+    assert hostvars["loc1"]["ansible_python_interpreter"]                              # the controller's
+    assert hostvars["gcp1"]["gpuprov_journal"] == str(journal)
+    assert dump(journal) == before      # read-only
+
+
+def test_graph(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("g-one"), _row("g-two", region="eu-west-1", cloud="aws")])
+    proc = ansible_inventory.run(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"), "--graph")
+    assert proc.returncode == 0, proc.stderr
+    assert "@gpuprov_vms:" in proc.stdout and "|--g-one" in proc.stdout and "@region_eu_west_1:" in proc.stdout
+
+
+def test_journal_and_ssh_key_options(home, ansible_inventory, tmp_path):
+    other = tmp_path / "team" / "shared.sqlite"
+    other.parent.mkdir()
+    write_journal(other, [_row("team1")])
+    write_journal(home / "journal.sqlite", [_row("mine1")])
+    config = tmp_path / "team" / "team.gpuprov_journal.yml"
+    config.write_text("plugin: gpuprov.cloud.journal\njournal: shared.sqlite\nssh_key: ~/keys/team_ed25519\n")
+    listing, _err = ansible_inventory.list(config)
+    assert _members(listing, "gpuprov_vms") == ["team1"]     # relative to the config file, not the default
+    team = listing["_meta"]["hostvars"]["team1"]
+    assert team["ansible_ssh_private_key_file"] == os.path.expanduser("~/keys/team_ed25519")
+    assert team["gpuprov_journal"] == str(other)
+    # the known hosts file stays the state directory's (where the launch pinned the key)
+    assert "UserKnownHostsFile=%s " % (home / "known_hosts") in team["ansible_ssh_common_args"]
+
+
+def test_gpuprov_journal_env_is_the_default(home, ansible_inventory, tmp_path):
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    write_journal(elsewhere, [_row("env1")])
+    ansible_inventory.env["GPUPROV_JOURNAL"] = str(elsewhere)
+    listing, _err = ansible_inventory.list(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"))
+    assert _members(listing, "gpuprov_vms") == ["env1"]
+
+
+def test_statuses_option(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("ok1"), _row("bad1", status="leaked", stage="Leaked")])
+    listing, _err = ansible_inventory.list(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\nstatuses: [running, leaked]\n"))
+    assert _members(listing, "gpuprov_vms") == ["bad1", "ok1"]
+    assert _members(listing, "status_leaked") == ["bad1"]
+
+
+def test_constructed_features(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("c1", gpu="H100", gpu_count=8), _row("c2")])
+    listing, _err = ansible_inventory.list(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\n"
+        "compose:\n  gpus: gpuprov_gpu_count | default(0, true)\n"
+        "groups:\n  gpu_hosts: gpuprov_gpu is not none\n"
+        "keyed_groups:\n  - key: gpuprov_cloud\n    prefix: via\n"))
+    assert _members(listing, "gpu_hosts") == ["c1"]
+    assert _members(listing, "via_docker") == ["c1", "c2"]
+    assert listing["_meta"]["hostvars"]["c1"]["gpus"] == 8 and listing["_meta"]["hostvars"]["c2"]["gpus"] == 0
+
+
+def test_missing_journal_is_an_empty_inventory(home, ansible_inventory):
+    listing, err = ansible_inventory.list(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"))
+    assert _members(listing, "gpuprov_vms") == [] and not listing["_meta"]["hostvars"]
+    assert not (home / "journal.sqlite").exists()
+    assert "no journal" not in err          # the default place: no VMs yet is normal
+    explicit = ansible_inventory.config("plugin: gpuprov.cloud.journal\njournal: typo.sqlite\n",
+                                        name="x.gpuprov_journal.yml")
+    listing, err = ansible_inventory.list(explicit)
+    assert not listing["_meta"]["hostvars"] and "no journal at %s" % (home / "typo.sqlite") in err
+    assert not (home / "typo.sqlite").exists()
+
+
+def test_bad_journal_is_a_clear_error(home, ansible_inventory):
+    bad = home / "journal.sqlite"
+    bad.write_bytes(b"garbage" * 50)
+    proc = ansible_inventory.run(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"), "--list")
+    assert "is not a gpuprov journal" in proc.stderr, proc.stderr
+    assert bad.read_bytes() == b"garbage" * 50
+
+
+def test_other_plugin_name_is_not_ours(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("n1")])
+    proc = ansible_inventory.run(ansible_inventory.config("plugin: gpuprov.cloud.nothere\n"), "--list")
+    assert "n1" not in proc.stdout

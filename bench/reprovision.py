@@ -52,7 +52,7 @@ def bench_playbooks(rounds: int) -> None:
                                "    - gpuprov.cloud.vm: {name: '{{ vm }}'}\n")
         down = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
                            "    - gpuprov.cloud.vm: {name: '{{ vm }}', state: absent}\n")
-        baseline = [_run(home, debug) for _ in range(rounds)]
+        baseline = [_run(home, debug) for _round in range(rounds)]
         firsts, reruns = [], []
         for index in range(rounds):
             name = "bench%d" % index

@@ -384,7 +384,8 @@ class LaunchMachine(Machine):
                              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"),
                              gpu_count=vm.get("gpu_count"), ssh_host=vm["ssh"]["host"],
                              ssh_port=vm["ssh"]["port"], ssh_user=vm["ssh"]["user"],
-                             host_key_alias=vm["host_key_alias"], status="running", stage="Ready")
+                             host_key_alias=vm["host_key_alias"], status="running", stage="Ready",
+                             detail={"python_interpreter": vm.get("python_interpreter")})
         return Next({"kind": "Ready", "vm": vm, "reused": bool(state.get("reused")),
                      "search": state.get("search")}, "SSH login OK as %s" % vm["ssh"]["user"])
 

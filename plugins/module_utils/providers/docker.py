@@ -36,6 +36,10 @@ entrypoint runs ``ssh-keygen -A`` at container start.
 Options: ``base_image``, ``image`` (sshd image tag; default derived from the
 Dockerfile and the base image id), ``docker_host`` (else ``DOCKER_HOST`` or the
 default socket), ``privileged`` (k3s needs it; default false),
+``privileged_cap_drop`` (with ``privileged``: capabilities the engine's host lacks, e.g.
+``[SYS_RESOURCE]`` on a nested or sandboxed engine where ``--privileged`` fails with
+"unable to apply caps"; the container then gets every other capability and no
+seccomp/AppArmor confinement instead of ``--privileged``),
 ``publish_host`` (default 127.0.0.1), ``ssh_host`` (host in the endpoint; default
 ``publish_host``, or 127.0.0.1 when publishing on all addresses), ``ssh_port``
 (fixed host port; default: Docker picks), ``init`` (docker run --init, default
@@ -246,6 +250,7 @@ class DockerProvider(Provider):
         self.image = opts.get("image") or None
         self.docker_host = opts.get("docker_host") or os.environ.get("DOCKER_HOST") or None
         self.privileged = bool(opts.get("privileged", False))
+        self.privileged_cap_drop = [str(c).upper() for c in (opts.get("privileged_cap_drop") or [])]
         self.publish_host = opts.get("publish_host") or "127.0.0.1"
         self.ssh_host = opts.get("ssh_host") or (
             "127.0.0.1" if self.publish_host in ("0.0.0.0", "::") else self.publish_host)
@@ -453,6 +458,13 @@ class DockerProvider(Provider):
             files["boot.sh"] = spec.boot_script.to_shell().encode("utf-8")
             modes["boot.sh"] = 0o700
         kwargs: Dict[str, Any] = {}
+        privileged = self.privileged
+        if self.privileged and self.privileged_cap_drop:
+            # --privileged asks for every capability; an engine whose own bounding set lacks
+            # one cannot start such a container. The nearest it can start: all but those.
+            privileged = False
+            kwargs.update(cap_add=["ALL"], cap_drop=list(self.privileged_cap_drop),
+                          security_opt=["seccomp=unconfined", "apparmor=unconfined"])
         if offer.gpu_count and offer.detail.get("gpu_runtime"):
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=int(offer.gpu_count), capabilities=[["gpu"]])]
         name = container_name(spec.vm_name)
@@ -462,7 +474,7 @@ class DockerProvider(Provider):
             container = client.containers.create(
                 image, name=name, hostname=spec.vm_name, detach=True,
                 labels=labels, ports={"22/tcp": (self.publish_host, self.ssh_port)},
-                restart_policy={"Name": "no"}, privileged=self.privileged, init=self.init, **kwargs)
+                restart_policy={"Name": "no"}, privileged=privileged, init=self.init, **kwargs)
         except Exception as exc:
             if isinstance(exc, docker_errors.ImageNotFound):
                 raise ProviderError(

@@ -44,8 +44,12 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) 
                 "instance_id": vm.get("instance_id"), "ssh_host": vm.get("ssh_host"), "ssh_port": vm.get("ssh_port"),
                 "status": vm.get("status") or ("gone" if row.state.get("kind") == "Done" else "none"),
                 "updated_at": _when(row.updated_at), "in_progress": bool(row.lease_owner),
-                "last_transitions": [{"at": _when(e["at"]), "from": e["from"], "to": e["to"], "note": e["note"]}
+                "last_transitions": [{"at": _when(e["at"]), "from": e["from"], "to": e["to"], "note": e["note"],
+                                      "event": e["event"]}
                                      for e in events[-last:]],
+                # The k3s stage (gpuprov.cloud.k3s role), e.g. "k3s:Validating", and its facts.
+                "stage": vm.get("stage"),
+                "k3s": (vm.get("detail") or {}).get("k3s") if isinstance(vm.get("detail"), dict) else None,
             })
     finally:
         journal.close()
@@ -69,6 +73,13 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
         if vm["leaked"]:
             lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: ansible-playbook "
                          "gpuprov.cloud.down -e name=%s" % (vm["name"], vm["reason"], vm["targets"], vm["name"]))
+        if (vm.get("stage") or "").startswith("k3s:"):
+            k3s = vm.get("k3s") or {}
+            lines.append("K3S %s: %s%s" % (vm["name"], vm["stage"][len("k3s:"):],
+                                           ": %s" % k3s["note"] if k3s.get("note") else ""))
         for t in vm["last_transitions"]:
+            if t.get("event") == "stage":
+                lines.append("  %s %s: %s %s" % (vm["name"], t["at"], t["to"], t["note"] or ""))
+                continue
             lines.append("  %s %s: %s -> %s %s" % (vm["name"], t["at"], t["from"] or "-", t["to"], t["note"] or ""))
     return lines

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin for gpuprov.cloud.vm_stage: records a k3s stage in the journal on the
+controller. The documentation is in plugins/modules/vm_stage.py."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages
+
+display = Display()
+
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", required=True),
+    stage=dict(type="str", required=True),
+    note=dict(type="str", default=""),
+    detail=dict(type="dict", default={}),
+    journal=dict(type="path"),
+)
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _requires_connection = False  # the journal is on the controller
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        del validation
+        # Recording a stage changes no VM: never reported as a change.
+        result["changed"] = False
+        if self._task.check_mode:
+            result["msg"] = "would record %s for %s" % (stages.label(params["stage"]), params["name"])
+            return result
+        try:
+            row = stages.record(params["journal"], params["name"], params["stage"], params["note"], params["detail"])
+        except stages.StageError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        display.display("gpuprov [%s] %s%s" % (params["name"], row.get("stage"),
+                                               ": %s" % params["note"] if params["note"] else ""))
+        result.update(stage=row.get("stage"), status=row.get("status"),
+                      msg="%s: %s" % (params["name"], row.get("stage")))
+        return result

@@ -1,0 +1,115 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: k3s_kubeconfig
+short_description: Write a VM's k3s kubeconfig on the controller, named after the VM
+version_added: 0.1.0
+description:
+  - Turns the VM's C(/etc/rancher/k3s/k3s.yaml) (read with M(ansible.builtin.slurp)) into a kubeconfig whose
+    cluster, user and context are all named O(name) and whose server is O(server), the address the user will use
+    (the public host in C(Direct) access, C(https://127.0.0.1:<port>) through C(gpuprov.cloud.tunnel) in
+    C(SshTunnel) access), and writes it with mode 0600 to C(<dir>/gpuprov-<name>.yaml).
+  - With O(merge), also merges it into O(merge_path) (entries of the same name replaced), with PyYAML.
+  - Runs on the controller through its action plugin; reports a change only when a file's content changed.
+author:
+  - gpuprov.cloud contributors (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  name:
+    description: The VM name; the kubeconfig's cluster, user and context name.
+    type: str
+    required: true
+  k3s_yaml:
+    description: The content of the VM's C(k3s.yaml). Never logged.
+    type: str
+    required: true
+  server:
+    description: The API URL the user will use.
+    type: str
+    required: true
+  dir:
+    description: Folder of the kubeconfig file (created 0700 when missing).
+    type: path
+    default: ~/.kube
+  merge:
+    description: Also merge the VM's entries into O(merge_path).
+    type: bool
+    default: false
+  merge_path:
+    description: The kubeconfig to merge into.
+    type: path
+    default: ~/.kube/config
+  set_current_context:
+    description: Make the VM's context the current one of O(merge_path) (otherwise only when it has none).
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Read the VM's k3s.yaml
+  ansible.builtin.slurp:
+    src: /etc/rancher/k3s/k3s.yaml
+  register: k3s_yaml
+
+- name: Write ~/.kube/gpuprov-train1.yaml
+  gpuprov.cloud.k3s_kubeconfig:
+    name: train1
+    k3s_yaml: "{{ k3s_yaml.content | b64decode }}"
+    server: https://127.0.0.1:6443
+"""
+
+RETURN = r"""
+path:
+  description: The kubeconfig written.
+  returned: success
+  type: str
+  sample: /home/me/.kube/gpuprov-train1.yaml
+context:
+  description: Its context name.
+  returned: success
+  type: str
+server:
+  description: Its server URL.
+  returned: success
+  type: str
+merged:
+  description: Whether O(merge_path) was changed.
+  returned: success
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        name=dict(type="str", required=True), k3s_yaml=dict(type="str", required=True, no_log=True),
+        server=dict(type="str", required=True), dir=dict(type="path", default="~/.kube"),
+        merge=dict(type="bool", default=False), merge_path=dict(type="path", default="~/.kube/config"),
+        set_current_context=dict(type="bool", default=False)), supports_check_mode=True)
+    module.fail_json(msg="gpuprov.cloud.k3s_kubeconfig runs on the controller through its action plugin")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vm_stage
+short_description: Record a VM's k3s stage in the gpuprov journal
+version_added: 0.1.0
+description:
+  - Writes O(stage) (prefixed C(k3s:)) to the C(stage) column of the VM's row in the journal written by
+    M(gpuprov.cloud.vm), keeps the row's C(status) as the VM machine left it, merges O(detail) and the note into
+    the row's C(detail.k3s), and adds a C(stage) event to the VM's history, so the status playbook and the
+    journal inventory show where the k3s setup of the VM is and how long each stage took.
+  - The write is made under the VM's journal lease; when another run holds it (a C(down) of the same VM), the
+    task fails instead of overtaking it.
+  - Runs on the controller through its action plugin. Never reports a change (no VM is changed).
+author:
+  - gpuprov.cloud contributors (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: Writes nothing in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  name:
+    description: The VM name (the journal key).
+    type: str
+    required: true
+  stage:
+    description:
+      - One of V(CheckingBootInstall), V(Installing), V(AwaitingApi), V(FetchingKubeconfig), V(Validating),
+        V(Ready), V(Failed), V(Skipped) (with or without the C(k3s:) prefix).
+    type: str
+    required: true
+  note:
+    description: Why, in words (shown by the status playbook).
+    type: str
+    default: ""
+  detail:
+    description: Facts of the stage, merged into the row's C(detail.k3s).
+    type: dict
+    default: {}
+  journal:
+    description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Record the boot check
+  gpuprov.cloud.vm_stage:
+    name: train1
+    stage: CheckingBootInstall
+    note: polling the boot install
+"""
+
+RETURN = r"""
+stage:
+  description: The stage now recorded.
+  returned: success
+  type: str
+  sample: k3s:CheckingBootInstall
+status:
+  description: The VM's status (unchanged).
+  returned: success
+  type: str
+  sample: running
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(name=dict(type="str", required=True), stage=dict(type="str", required=True),
+                                              note=dict(type="str", default=""), detail=dict(type="dict", default={}),
+                                              journal=dict(type="path")),
+                           supports_check_mode=True)
+    module.fail_json(msg="gpuprov.cloud.vm_stage runs on the controller through its action plugin")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,437 @@
+#!/bin/sh
+# gpuprov.cloud k3s installer: THE one installer, run at boot (the VM's boot script)
+# or pushed over SSH by the gpuprov.cloud.k3s role. Idempotent; safe to run twice at
+# once (host-wide flock); a run that changes nothing restarts nothing.
+#
+# Records its progress in /var/lib/gpuprov/k3s-install.status (key=value lines:
+# state=running|done|failed, route, pid, started_at, updated_at, gpu, sans, manager,
+# changed, source, error) and owns /etc/rancher/k3s/config.yaml, re-rendered from the
+# SAN list on every run; k3s is restarted only when that file, the binary or the
+# service definition changed.
+#
+# Where k3s comes from (first that is set):
+#   GPUPROV_K3S_BINARY      a k3s binary already on this host (air-gapped: the role copies it here)
+#   GPUPROV_K3S_BINARY_URL  a URL of a k3s binary (air-gapped mirror); GPUPROV_K3S_BINARY_SHA256 checks it
+#   otherwise               the official install script (GPUPROV_K3S_INSTALL_SCRIPT_URL, default
+#                           https://get.k3s.io) and release (GPUPROV_K3S_VERSION, default: stable channel)
+# Other inputs:
+#   GPUPROV_K3S_ROUTE        boot | ssh (recorded in the marker)
+#   GPUPROV_K3S_SANS         extra API certificate SANs, comma or space separated
+#   GPUPROV_K3S_METADATA     auto | off: add the public IPv4 from the EC2/GCE metadata service
+#                            (auto asks only where the DMI data says EC2 or Google)
+#   GPUPROV_K3S_GPU          auto | true | false: configure the NVIDIA runtime and device plugin
+#   GPUPROV_K3S_DEVICE_PLUGIN_IMAGE  (default nvcr.io/nvidia/k8s-device-plugin:v0.17.0)
+#   GPUPROV_K3S_PORT         API port (default 6443)
+#   GPUPROV_K3S_NODE_NAME    node name (default: the hostname)
+#   GPUPROV_K3S_EXTRA_CONFIG extra config.yaml lines, appended as they are
+#   GPUPROV_K3S_LOCK_WAIT    seconds to wait for another installer (default 900)
+#   GPUPROV_K3S_START_WAIT   seconds for a started k3s to write its kubeconfig (default 120)
+#
+# Without systemd (containers), k3s is started with setsid/nohup and a pid file
+# (/var/lib/gpuprov/k3s.pid, log /var/log/k3s.log); the marker's manager= says which.
+set -eu
+umask 022
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+export PATH
+
+STATE_DIR=/var/lib/gpuprov
+STATUS="$STATE_DIR/k3s-install.status"
+LOCK="$STATE_DIR/k3s-install.lock"
+PIDFILE="$STATE_DIR/k3s.pid"
+SOURCE_FILE="$STATE_DIR/k3s.source"
+BIN=/usr/local/bin/k3s
+CONFIG_DIR=/etc/rancher/k3s
+CONFIG="$CONFIG_DIR/config.yaml"
+KUBECONFIG_FILE="$CONFIG_DIR/k3s.yaml"
+MANIFESTS=/var/lib/rancher/k3s/server/manifests
+PLUGIN_MANIFEST="$MANIFESTS/gpuprov-nvidia-device-plugin.yaml"
+UNIT=/etc/systemd/system/k3s.service
+LOG=/var/log/k3s.log
+
+ROUTE="${GPUPROV_K3S_ROUTE:-ssh}"
+PORT="${GPUPROV_K3S_PORT:-6443}"
+LOCK_WAIT="${GPUPROV_K3S_LOCK_WAIT:-900}"
+START_WAIT="${GPUPROV_K3S_START_WAIT:-120}"
+GPU_MODE="${GPUPROV_K3S_GPU:-auto}"
+PLUGIN_IMAGE="${GPUPROV_K3S_DEVICE_PLUGIN_IMAGE:-nvcr.io/nvidia/k8s-device-plugin:v0.17.0}"
+
+STARTED_AT=$(date +%s)
+STEP="starting"
+CHANGED=false
+RESTART=false
+GPU=false
+NVIDIA_RUNTIME=none
+MANAGER=none
+SANS=""
+SOURCE=""
+WORK=""
+
+say() { printf 'gpuprov-k3s-install: %s\n' "$*"; }
+
+# --- the status marker (written atomically) -----------------------------------------
+marker() {  # marker STATE [ERROR]
+    tmp="$STATUS.tmp.$$"
+    {
+        echo "state=$1"
+        echo "route=$ROUTE"
+        echo "pid=$$"
+        echo "started_at=$STARTED_AT"
+        echo "updated_at=$(date +%s)"
+        echo "gpu=$GPU"
+        echo "nvidia_runtime=$NVIDIA_RUNTIME"
+        echo "sans=$SANS"
+        echo "manager=$MANAGER"
+        echo "changed=$CHANGED"
+        echo "source=$SOURCE"
+        if [ -n "${2:-}" ]; then echo "error=$2"; fi
+    } >"$tmp"
+    chmod 0644 "$tmp"
+    mv -f "$tmp" "$STATUS"
+}
+
+finish() {
+    rc=$?
+    if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
+    if [ "$rc" -ne 0 ]; then
+        marker failed "$(printf '%s (exit %s)' "$STEP" "$rc" | tr '\n' ' ')"
+        say "state=failed step=\"$STEP\" exit=$rc"
+    fi
+    exit "$rc"
+}
+
+fail() { STEP="$STEP: $*"; say "error: $*" >&2; exit 1; }
+
+mkdir -p "$STATE_DIR"
+chmod 0755 "$STATE_DIR"
+
+# --- one installer at a time on this host ---------------------------------------------
+command -v flock >/dev/null 2>&1 || { echo "gpuprov-k3s-install: flock (util-linux) is required" >&2; exit 1; }
+exec 9>"$LOCK"
+if ! flock -w "$LOCK_WAIT" 9; then
+    echo "gpuprov-k3s-install: another installer held $LOCK for ${LOCK_WAIT}s" >&2
+    exit 1
+fi
+trap finish EXIT
+trap 'exit 130' INT TERM HUP
+marker running
+WORK=$(mktemp -d /tmp/gpuprov-k3s.XXXXXX)
+
+# --- helpers ----------------------------------------------------------------------------
+fetch() {  # fetch URL DEST
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsSL --retry 3 --connect-timeout 20 -o "$2" "$1"
+    elif command -v wget >/dev/null 2>&1; then
+        wget -q -T 20 -t 3 -O "$2" "$1"
+    elif command -v python3 >/dev/null 2>&1; then
+        python3 - "$1" "$2" <<'EOF'
+import shutil, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as r, open(sys.argv[2], "wb") as f:
+    shutil.copyfileobj(r, f)
+EOF
+    else
+        fail "no curl, wget or python3 to download $1"
+    fi
+}
+
+sha256() { sha256sum "$1" | cut -d' ' -f1; }
+
+has_systemd() { [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; }
+
+pid_alive() {  # the pid file names a live k3s process
+    [ -s "$PIDFILE" ] || return 1
+    pid=$(cat "$PIDFILE")
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'k3s'
+}
+
+k3s_running() {
+    if has_systemd; then systemctl is-active --quiet k3s; else pid_alive; fi
+}
+
+install_file() {  # install_file SRC DEST MODE: replace DEST only when different; sets CHANGED
+    if [ -f "$2" ] && cmp -s "$1" "$2"; then
+        return 1
+    fi
+    mkdir -p "$(dirname "$2")"
+    cp "$1" "$2.gpuprov-new"
+    chmod "$3" "$2.gpuprov-new"
+    mv -f "$2.gpuprov-new" "$2"
+    CHANGED=true
+    return 0
+}
+
+# --- GPU --------------------------------------------------------------------------------
+STEP="detecting GPUs"
+gpu_seen=false
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    gpu_seen=true
+elif ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+    gpu_seen=true
+fi
+case "$GPU_MODE" in
+    true|yes|1) GPU=true ;;
+    false|no|0) GPU=false ;;
+    *) GPU=$gpu_seen ;;
+esac
+if [ "$GPU" = true ]; then
+    for candidate in nvidia-container-runtime /usr/bin/nvidia-container-runtime \
+                     /usr/local/nvidia/toolkit/nvidia-container-runtime; do
+        if command -v "$candidate" >/dev/null 2>&1; then NVIDIA_RUNTIME=present; break; fi
+    done
+    if [ "$NVIDIA_RUNTIME" != present ]; then
+        NVIDIA_RUNTIME=missing
+        say "warning: GPU found but no nvidia-container-runtime (install the NVIDIA Container Toolkit); pods will not see GPUs"
+    fi
+fi
+
+# --- the SAN list -----------------------------------------------------------------------
+STEP="collecting SANs"
+sans_raw=$(printf '%s' "${GPUPROV_K3S_SANS:-}" | tr -s ', ' '\n')
+metadata_mode="${GPUPROV_K3S_METADATA:-auto}"
+if [ "$metadata_mode" != off ]; then
+    vendor=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name /sys/class/dmi/id/bios_vendor 2>/dev/null || true)
+    public=""
+    case "$vendor" in
+        *Amazon*|*EC2*)
+            if command -v python3 >/dev/null 2>&1; then
+                public=$(python3 - <<'EOF' || true
+import urllib.request
+base = "http://169.254.169.254/latest/"
+try:
+    req = urllib.request.Request(base + "api/token", method="PUT",
+                                 headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+    token = urllib.request.urlopen(req, timeout=2).read().decode()
+    req = urllib.request.Request(base + "meta-data/public-ipv4", headers={"X-aws-ec2-metadata-token": token})
+    print(urllib.request.urlopen(req, timeout=2).read().decode().strip())
+except Exception:
+    pass
+EOF
+)
+            fi ;;
+        *Google*)
+            if command -v python3 >/dev/null 2>&1; then
+                public=$(python3 - <<'EOF' || true
+import urllib.request
+url = ("http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/"
+       "access-configs/0/external-ip")
+try:
+    req = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+    print(urllib.request.urlopen(req, timeout=2).read().decode().strip())
+except Exception:
+    pass
+EOF
+)
+            fi ;;
+    esac
+    if [ -n "$public" ]; then sans_raw=$(printf '%s\n%s' "$sans_raw" "$public"); fi
+fi
+SANS=$(printf '%s\n' "$sans_raw" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
+
+# --- the binary -------------------------------------------------------------------------
+recorded=$(cat "$SOURCE_FILE" 2>/dev/null || true)
+if [ -n "${GPUPROV_K3S_BINARY:-}" ]; then
+    STEP="installing k3s from $GPUPROV_K3S_BINARY"
+    [ -f "$GPUPROV_K3S_BINARY" ] || fail "GPUPROV_K3S_BINARY: $GPUPROV_K3S_BINARY does not exist"
+    SOURCE="file:$(sha256 "$GPUPROV_K3S_BINARY")"
+    if install_file "$GPUPROV_K3S_BINARY" "$BIN" 0755; then RESTART=true; fi
+elif [ -n "${GPUPROV_K3S_BINARY_URL:-}" ]; then
+    STEP="installing k3s from $GPUPROV_K3S_BINARY_URL"
+    SOURCE="url:$GPUPROV_K3S_BINARY_URL"
+    if [ "$recorded" = "$SOURCE $(sha256 "$BIN" 2>/dev/null || true)" ] && [ -x "$BIN" ]; then
+        : # this URL's binary is installed and unchanged since
+    else
+        fetch "$GPUPROV_K3S_BINARY_URL" "$WORK/k3s"
+        if [ -n "${GPUPROV_K3S_BINARY_SHA256:-}" ] && [ "$(sha256 "$WORK/k3s")" != "$GPUPROV_K3S_BINARY_SHA256" ]; then
+            fail "the binary from $GPUPROV_K3S_BINARY_URL does not match GPUPROV_K3S_BINARY_SHA256"
+        fi
+        if install_file "$WORK/k3s" "$BIN" 0755; then RESTART=true; fi
+    fi
+else
+    STEP="installing k3s with the official install script"
+    SOURCE="official:${GPUPROV_K3S_VERSION:-stable}"
+    if [ -x "$BIN" ] && [ "${recorded%% *}" = "$SOURCE" ]; then
+        :
+    elif has_systemd || [ -x /sbin/openrc-run ]; then
+        fetch "${GPUPROV_K3S_INSTALL_SCRIPT_URL:-https://get.k3s.io}" "$WORK/get-k3s.sh"
+        # The script installs the binary and the service; this installer starts it below.
+        INSTALL_K3S_SKIP_START=true INSTALL_K3S_SKIP_ENABLE=true INSTALL_K3S_VERSION="${GPUPROV_K3S_VERSION:-}" \
+            sh "$WORK/get-k3s.sh" server
+        CHANGED=true
+        RESTART=true
+    else
+        # No process supervisor the script knows: fetch the release binary itself.
+        version="${GPUPROV_K3S_VERSION:-}"
+        if [ -z "$version" ]; then
+            python3 - >"$WORK/version" <<'EOF'
+import urllib.request
+url = urllib.request.urlopen("https://update.k3s.io/v1-release/channels/stable", timeout=30).geturl()
+print(url.rstrip("/").rsplit("/", 1)[-1])
+EOF
+            version=$(cat "$WORK/version")
+        fi
+        fetch "https://github.com/k3s-io/k3s/releases/download/$(printf '%s' "$version" | sed 's/+/%2B/g')/k3s" "$WORK/k3s"
+        if install_file "$WORK/k3s" "$BIN" 0755; then RESTART=true; fi
+    fi
+fi
+[ -x "$BIN" ] || fail "$BIN is missing after the install"
+echo "$SOURCE $(sha256 "$BIN")" >"$SOURCE_FILE.new" && mv -f "$SOURCE_FILE.new" "$SOURCE_FILE"
+
+# --- config.yaml, rendered from the SAN list --------------------------------------------
+STEP="rendering $CONFIG"
+{
+    echo "# Written by the gpuprov.cloud k3s installer on every run: edits here are replaced."
+    echo "write-kubeconfig-mode: \"0600\""
+    echo "https-listen-port: $PORT"
+    if [ -n "${GPUPROV_K3S_NODE_NAME:-}" ]; then echo "node-name: \"$GPUPROV_K3S_NODE_NAME\""; fi
+    if [ -n "$SANS" ]; then
+        echo "tls-san:"
+        printf '%s\n' "$SANS" | tr ',' '\n' | sed 's/^\(.*\)$/  - "\1"/'
+    fi
+    if [ "$GPU" = true ]; then
+        if [ "$NVIDIA_RUNTIME" = present ]; then echo "default-runtime: nvidia"; fi
+        echo "node-label:"
+        echo "  - \"gpuprov.cloud/gpu=true\""
+    fi
+    if [ -n "${GPUPROV_K3S_EXTRA_CONFIG:-}" ]; then printf '%s\n' "$GPUPROV_K3S_EXTRA_CONFIG"; fi
+} >"$WORK/config.yaml"
+if install_file "$WORK/config.yaml" "$CONFIG" 0600; then RESTART=true; fi
+
+# --- GPU: the NVIDIA device plugin, deployed by k3s from its manifests folder -------------
+if [ "$GPU" = true ]; then
+    STEP="writing the NVIDIA device plugin manifest"
+    cat >"$WORK/plugin.yaml" <<EOF
+# Written by the gpuprov.cloud k3s installer: the NVIDIA device plugin, so pods can request nvidia.com/gpu.
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nvidia-device-plugin-daemonset
+  namespace: kube-system
+spec:
+  selector:
+    matchLabels:
+      name: nvidia-device-plugin-ds
+  updateStrategy:
+    type: RollingUpdate
+  template:
+    metadata:
+      labels:
+        name: nvidia-device-plugin-ds
+    spec:
+      nodeSelector:
+        gpuprov.cloud/gpu: "true"
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+      priorityClassName: system-node-critical
+      containers:
+        - name: nvidia-device-plugin-ctr
+          image: $PLUGIN_IMAGE
+          env:
+            - name: FAIL_ON_INIT_ERROR
+              value: "false"
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: device-plugin
+              mountPath: /var/lib/kubelet/device-plugins
+      volumes:
+        - name: device-plugin
+          hostPath:
+            path: /var/lib/kubelet/device-plugins
+EOF
+    install_file "$WORK/plugin.yaml" "$PLUGIN_MANIFEST" 0644 || true
+elif [ -f "$PLUGIN_MANIFEST" ]; then
+    rm -f "$PLUGIN_MANIFEST"
+    CHANGED=true
+fi
+
+# --- run k3s: systemd where it is PID 1, a pid file elsewhere ---------------------------
+if has_systemd; then
+    MANAGER=systemd
+    STEP="starting k3s with systemd"
+    if [ ! -f "$UNIT" ] && [ ! -f /usr/lib/systemd/system/k3s.service ] && [ ! -f /lib/systemd/system/k3s.service ]; then
+        cat >"$WORK/k3s.service" <<EOF
+[Unit]
+Description=Lightweight Kubernetes (installed by gpuprov.cloud)
+Documentation=https://k3s.io
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=notify
+ExecStartPre=-/sbin/modprobe br_netfilter
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=$BIN server
+KillMode=process
+Delegate=yes
+LimitNOFILE=1048576
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+TimeoutStartSec=0
+Restart=always
+RestartSec=5s
+
+[Install]
+WantedBy=multi-user.target
+EOF
+        install_file "$WORK/k3s.service" "$UNIT" 0644 || true
+        systemctl daemon-reload
+        RESTART=true
+    fi
+    if ! systemctl is-enabled --quiet k3s 2>/dev/null; then systemctl enable k3s >/dev/null 2>&1; CHANGED=true; fi
+    if [ "$RESTART" = true ] && systemctl is-active --quiet k3s; then
+        systemctl restart k3s
+        CHANGED=true
+    elif ! systemctl is-active --quiet k3s; then
+        systemctl start k3s
+        CHANGED=true
+    fi
+else
+    MANAGER=pidfile
+    STEP="starting k3s without systemd (pid file $PIDFILE)"
+    if [ "$RESTART" = true ] && pid_alive; then
+        pid=$(cat "$PIDFILE")
+        say "restarting k3s (pid $pid): its binary or configuration changed"
+        kill "$pid" 2>/dev/null || true
+        waited=0
+        while [ -d "/proc/$pid" ] && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
+        if [ -d "/proc/$pid" ]; then kill -9 "$pid" 2>/dev/null || true; sleep 1; fi
+        rm -f "$PIDFILE"
+    fi
+    if ! pid_alive; then
+        rm -f "$KUBECONFIG_FILE"
+        # Detached from this shell and session (and without the lock's fd 9): k3s outlives
+        # the SSH login or boot runner and never holds the installer lock.
+        if command -v setsid >/dev/null 2>&1; then
+            setsid nohup "$BIN" server --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 9>&- &
+        else
+            nohup "$BIN" server --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 9>&- &
+        fi
+        echo $! >"$PIDFILE"
+        CHANGED=true
+        STEP="waiting for the started k3s to write $KUBECONFIG_FILE"
+        waited=0
+        while [ ! -s "$KUBECONFIG_FILE" ]; do
+            pid_alive || fail "k3s exited at start; last lines of $LOG: $(tail -n 5 "$LOG" | tr '\n' ' ')"
+            [ "$waited" -lt "$START_WAIT" ] || fail "k3s wrote no kubeconfig within ${START_WAIT}s"
+            sleep 1
+            waited=$((waited + 1))
+        done
+    fi
+fi
+if [ "$MANAGER" = systemd ]; then
+    STEP="waiting for k3s to write $KUBECONFIG_FILE"
+    waited=0
+    while [ ! -s "$KUBECONFIG_FILE" ]; do
+        [ "$waited" -lt "$START_WAIT" ] || fail "k3s wrote no kubeconfig within ${START_WAIT}s"
+        sleep 1
+        waited=$((waited + 1))
+    done
+fi
+
+STEP="done"
+marker "done"
+say "state=done changed=$CHANGED route=$ROUTE manager=$MANAGER gpu=$GPU sans=$SANS"

@@ -1,0 +1,111 @@
+"""The k3s boot check's pure decision table, row by row, and the parsers the probe uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import boot_probe as bp
+
+
+def marker(state, **extra):
+    found = {"state": state, "route": "boot", "gpu": False}
+    found.update(extra)
+    return found
+
+
+# Defaults of one probe: a boot script delivered, cloud-init done, k3s running, no GPU, 10 s in, 900 s limit.
+BASE = dict(marker=None, installer_alive=False, runner=bp.RUNNER_DONE, boot_delivered=True, k3s_running=True,
+            gpu_present=False, elapsed_s=10.0, timeout_s=900.0)
+
+ROWS = [
+    # (row, inputs that differ from BASE, decision, words in the reason)
+    (1, dict(marker=marker("done")), bp.INSTALLED, "installed (boot route)"),
+    (1, dict(marker=marker("done", gpu=True), gpu_present=True), bp.INSTALLED, "running"),
+    (1, dict(marker=marker("done", route="ssh"), boot_delivered=False), bp.INSTALLED, "ssh route"),
+    (2, dict(marker=marker("done", gpu=False), gpu_present=True), bp.PUSH, "GPU missed"),
+    (2, dict(marker=marker("done", gpu=False), gpu_present=True, k3s_running=False), bp.PUSH, "GPU missed"),
+    (3, dict(marker=marker("done"), k3s_running=False), bp.PUSH, "k3s is not running"),
+    (4, dict(marker=marker("failed", error="downloading k3s (exit 22)")), bp.PUSH, "downloading k3s (exit 22)"),
+    (4, dict(marker=marker("failed"), installer_alive=True), bp.PUSH, "no error recorded"),
+    (5, dict(marker=marker("running"), installer_alive=False), bp.PUSH, "no installer is alive"),
+    (6, dict(marker=marker("running"), installer_alive=True, elapsed_s=900.0), bp.PUSH, "timed out"),
+    (7, dict(marker=marker("running"), installer_alive=True, elapsed_s=899.0), bp.WAIT, "running"),
+    (7, dict(marker=marker("running"), installer_alive=True, k3s_running=False), bp.WAIT, "running"),
+    (8, dict(marker=marker("exploded")), bp.PUSH, "unknown state"),
+    (9, dict(boot_delivered=False, runner=bp.RUNNER_RUNNING), bp.PUSH, "no boot route"),
+    (9, dict(boot_delivered=False, runner=bp.RUNNER_ABSENT, k3s_running=False), bp.PUSH, "no boot route"),
+    (10, dict(runner=bp.RUNNER_DONE), bp.PUSH, "finished (done)"),
+    (10, dict(runner=bp.RUNNER_ERROR), bp.PUSH, "finished (error)"),
+    (11, dict(runner=bp.RUNNER_ABSENT), bp.PUSH, "no boot runner"),
+    (12, dict(runner=bp.RUNNER_RUNNING, elapsed_s=901.0), bp.PUSH, "did not start within 900 s"),
+    (12, dict(runner=bp.RUNNER_UNKNOWN, elapsed_s=1000.0), bp.PUSH, "timed out"),
+    (13, dict(runner=bp.RUNNER_RUNNING), bp.WAIT, "waiting for the boot runner (running)"),
+    (13, dict(runner=bp.RUNNER_UNKNOWN), bp.WAIT, "unknown"),
+]
+
+
+@pytest.mark.parametrize("row, changes, decision, words", ROWS,
+                         ids=["row%d-%d" % (r[0], i) for i, r in enumerate(ROWS)])
+def test_decision_table_row(row, changes, decision, words):
+    inputs = dict(BASE, **changes)
+    got, reason, matched = bp.decide(**inputs)
+    assert (got, matched) == (decision, row), reason
+    assert words in reason
+
+
+def test_every_row_is_covered():
+    assert sorted({r[0] for r in ROWS}) == list(range(1, 14))
+
+
+def test_decide_is_pure():
+    inputs = dict(BASE, marker=marker("running"), installer_alive=True)
+    frozen = dict(inputs, marker=dict(inputs["marker"]))
+    assert bp.decide(**inputs) == bp.decide(**inputs)
+    assert inputs == frozen
+
+
+def test_no_timeout_never_times_out():
+    got, _reason, row = bp.decide(**dict(BASE, runner=bp.RUNNER_RUNNING, elapsed_s=1e9, timeout_s=None))
+    assert (got, row) == (bp.WAIT, 13)
+
+
+def test_parse_marker():
+    text = ("state=done\nroute=ssh\npid=42\nstarted_at=1700000000\nupdated_at=bad\ngpu=true\nchanged=false\n"
+            "sans=10.0.0.1,a.example\nerror=x=y\n# comment\n\nnot a pair\n")
+    found = bp.parse_marker(text)
+    assert found["state"] == "done" and found["route"] == "ssh" and found["pid"] == 42
+    assert found["started_at"] == 1700000000.0 and found["updated_at"] is None
+    assert found["gpu"] is True and found["changed"] is False
+    assert found["sans"] == "10.0.0.1,a.example" and found["error"] == "x=y"
+    assert bp.parse_marker(None) is None and bp.parse_marker("") is None and bp.parse_marker("# nothing\n") is None
+
+
+@pytest.mark.parametrize("text, state", [
+    ("status: done\n", bp.RUNNER_DONE),
+    ("\nstatus: running\n", bp.RUNNER_RUNNING),
+    ("status: not started\n", bp.RUNNER_RUNNING),
+    ("status: error\n", bp.RUNNER_ERROR),
+    ("status: degraded done\n", bp.RUNNER_ERROR),
+    ("status: disabled\n", bp.RUNNER_ABSENT),
+    ("something else", bp.RUNNER_UNKNOWN),
+    ("", bp.RUNNER_UNKNOWN),
+])
+def test_parse_cloud_init_status(text, state):
+    assert bp.parse_cloud_init_status(text) == state
+
+
+def test_parse_nvidia_smi():
+    text = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0b6c1a2e-1111-2222-3333-444455556666)\n"
+            "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1b6c1a2e-1111-2222-3333-444455556666)\n"
+            "  MIG 1g.10gb     Device  0: (UUID: MIG-aaaa)\n"
+            "No devices found.\n")
+    assert bp.parse_nvidia_smi(text) == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]
+    assert bp.parse_nvidia_smi("") == [] and bp.parse_nvidia_smi(None) == []
+
+
+def test_elapsed_takes_the_longest_relevant_clock():
+    running = marker("running", running_for_s=300.0)
+    assert bp.elapsed(running, runner_since_s=5000.0, waited_s=20.0) == 300.0   # the install's own age
+    assert bp.elapsed(None, runner_since_s=50.0, waited_s=20.0) == 50.0         # the runner's age
+    assert bp.elapsed(None, runner_since_s=None, waited_s=20.0) == 20.0
+    assert bp.elapsed(marker("done"), runner_since_s=None, waited_s=0.0) == 0.0

@@ -1,0 +1,386 @@
+"""k3s end to end: the provision playbook on the docker cloud with k3s-capable ("privileged")
+containers on the real Docker engine, the real installer, and a FAKE k3s binary
+(tests/fixtures/fake-k3s: a real TLS API built from the configured SANs) delivered
+through the installer's air-gapped paths: a URL the containers fetch from a server this
+test runs on the Docker bridge (boot route), or a controller file pushed over SSH.
+
+Skipped, with the reason, only when no Docker engine answers. VM names are unique
+(``k3e-<hex>-...``) and every container made here is removed at the end, pass or fail.
+Stage timings read from the journal are written to build/k3s-timings/<test>.json.
+"""
+
+from __future__ import annotations
+
+import http.server
+import ipaddress
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages, validate
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import VM_NAME_TAG
+from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
+from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FAKE_K3S = REPO / "tests" / "fixtures" / "fake-k3s"
+TIMINGS = REPO / "build" / "k3s-timings"
+PREFIX = "k3e-%s" % uuid.uuid4().hex[:6]
+
+# Linux capability numbers -> names (include/uapi/linux/capability.h), to find what the host lacks.
+CAPS = ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+        "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
+        "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
+        "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+        "CHECKPOINT_RESTORE"]
+
+
+def host_lacks_caps():
+    """Capabilities missing from this host's bounding set: a nested engine here cannot give them,
+    so ``--privileged`` cannot start (the docker cloud's privileged_cap_drop option)."""
+    with open("/proc/self/status") as handle:
+        bounding = int(re.search(r"^CapBnd:\s*([0-9a-f]+)", handle.read(), re.M).group(1), 16)
+    return [name for bit, name in enumerate(CAPS) if not bounding >> bit & 1]
+
+
+# --- the binary server on the Docker bridge ----------------------------------------------
+
+class BinaryServer:
+    """Serves the fake k3s at http://<bridge gateway>:<port>/k3s; the first ``fail_first``
+    requests get HTTP 503 (a boot-time download failure)."""
+
+    def __init__(self, host):
+        self.fail_first = 0
+        self.requests = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                owner.requests.append(self.path)
+                if len(owner.requests) <= owner.fail_first:
+                    self.send_error(503, "failing on purpose (test)")
+                    return
+                if self.path != "/k3s":
+                    self.send_error(404)
+                    return
+                data = FAKE_K3S.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.url = "http://%s:%d/k3s" % (host, self.server.server_address[1])
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    client, why = de.engine()
+    if client is None:
+        pytest.skip("k3s end-to-end tests need a Docker engine: %s" % why)
+    de.ensure_base_image(client, docker_mod.DEFAULT_BASE_IMAGE)
+    try:
+        yield client
+    finally:
+        de.remove_containers(client, PREFIX)
+
+
+def bridge_gateway(client):
+    """The engine host's address on the default bridge (where containers reach this test)."""
+    attrs = client.networks.get("bridge").attrs
+    config = (attrs.get("IPAM") or {}).get("Config") or [{}]
+    if config[0].get("Gateway"):
+        return config[0]["Gateway"]
+    interface = (attrs.get("Options") or {}).get("com.docker.network.bridge.name") or "docker0"
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", interface], capture_output=True, text=True,
+                         check=False).stdout
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    if found:
+        return found.group(1)
+    subnet = ipaddress.ip_network(config[0]["Subnet"])
+    return str(next(subnet.hosts()))
+
+
+@pytest.fixture(scope="module")
+def binaries(engine):
+    gateway = bridge_gateway(engine)
+    server = BinaryServer(gateway)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+class K3sRun(Ansible):
+    def __init__(self, home, client, control_dir, binaries, tmp):
+        super().__init__(home)
+        self.client = client
+        self.binaries = binaries
+        self.env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = control_dir
+        self.kube = tmp / "kube"
+        self.made = []
+        self.procs = []
+
+    def name(self, tag):
+        found = "%s-%s-%s" % (PREFIX, tag, uuid.uuid4().hex[:4])
+        self.made.append(found)
+        return found
+
+    def provision(self, name, *args, docker=None, url=True, **kwargs):
+        docker_options = {"privileged": True}
+        lacking = host_lacks_caps()
+        if lacking:
+            docker_options["privileged_cap_drop"] = lacking
+        docker_options.update(docker or {})
+        extra = {"gpuprov_cloud_options": {"docker": docker_options}, "k3s_metadata_lookup": "off",
+                 "k3s_kubeconfig_dir": str(self.kube), "k3s_poll_interval": 1, "k3s_boot_timeout": 120,
+                 "k3s_api_timeout": 120, "k3s_validate_timeout": 60}
+        if url:
+            extra["k3s_binary_url"] = self.binaries.url
+        return self.playbook("provision", "-e", "name=%s" % name, "-e", "clouds=docker", "-e", json.dumps(extra),
+                             *args, timeout=600, **kwargs)
+
+    def journal(self, name):
+        journal = Journal(str(self.journal_path))
+        try:
+            return journal.load(name), journal.events(name), journal.vm(name)
+        finally:
+            journal.close()
+
+    def ssh(self, name, command):
+        return subprocess.run(["ssh", "-F", str(self.home / "ssh_config"), "-o", "BatchMode=yes", name, command],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    def marker(self, name):
+        out = self.ssh(name, "cat /var/lib/gpuprov/k3s-install.status").stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def containers(self, name):
+        return self.client.containers.list(all=True, filters={"label": "%s=%s" % (VM_NAME_TAG, name)})
+
+    def cleanup(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        for name in self.made:
+            de.remove_containers(self.client, name)
+
+
+@pytest.fixture
+def k3s(engine, binaries, tmp_path, request):
+    if not shutil.which("ssh"):
+        pytest.skip("the OpenSSH client is needed")
+    home = tmp_path / "gpuprov-home"
+    home.mkdir(mode=0o700)
+    control_dir = tempfile.mkdtemp(prefix="gpk3-")
+    binaries.fail_first = 0
+    binaries.requests.clear()
+    runner = K3sRun(home, engine, control_dir, binaries, tmp_path)
+    try:
+        yield runner
+    finally:
+        runner.cleanup()
+        shutil.rmtree(control_dir, ignore_errors=True)
+
+
+def this_run(events):
+    return events[[i for i, e in enumerate(events) if e["event"] == "begin"][-1]:]
+
+
+def stage_events(events):
+    return [(e["to"], e["note"]) for e in this_run(events) if e["event"] == "stage"]
+
+
+def save_timings(test, name, events, route):
+    found = stages.timings(events)
+    found.update(route=route, vm=name)
+    TIMINGS.mkdir(parents=True, exist_ok=True)
+    (TIMINGS / ("%s.json" % test)).write_text(json.dumps(found, indent=1))
+    return found
+
+
+def load_kubeconfig(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+# --- the tests --------------------------------------------------------------------------
+
+def test_boot_route_kubeconfig_tunnel_and_noop_rerun(k3s):
+    name = k3s.name("boot")
+    first = k3s.provision(name)
+    assert first.rc == 0, first
+    row, events, vm = k3s.journal(name)
+    seen = [s for s, _note in stage_events(events)]
+    # the boot route installed k3s: no SSH install stage
+    assert seen == ["k3s:CheckingBootInstall", "k3s:AwaitingApi", "k3s:FetchingKubeconfig", "k3s:Validating",
+                    "k3s:Ready"], stage_events(events)
+    assert "boot check: installed (row 1)" in first.out, first
+    assert vm["status"] == "running" and vm["stage"] == "k3s:Ready"
+    assert vm["detail"]["k3s"]["route"] == "boot" and vm["detail"]["k3s"]["access"] == "SshTunnel"
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["route"], marker["manager"]) == ("done", "boot", "pidfile"), marker
+    assert k3s.binaries.requests == ["/k3s"]          # fetched once, at boot
+    save_timings("boot_route", name, events, "boot")
+
+    # kubeconfig: 0600, named after the VM, pointing at the local end of the tunnel
+    path = k3s.kube / ("gpuprov-%s.yaml" % name)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    config = load_kubeconfig(path)
+    assert config["current-context"] == name and config["contexts"][0]["name"] == name
+    assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+
+    # SshTunnel access: the API port is not published, so the controller cannot reach it directly...
+    [container] = k3s.containers(name)
+    container.reload()
+    assert set(container.attrs["NetworkSettings"]["Ports"]) == {"22/tcp"}
+    with pytest.raises(OSError):
+        socket.create_connection((vm["ssh_host"], 6443), timeout=5).close()
+    # ...but through gpuprov.cloud.tunnel (on a free local port) it answers, with the kubeconfig's credentials.
+    port = validate.free_port()
+    tunnel = subprocess.Popen(k3s.command("tunnel", "-e", "name=%s" % name, "-e", "local_port=%d" % port),
+                              env=k3s.env, cwd=str(k3s.home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    k3s.procs.append(tunnel)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert tunnel.poll() is None, tunnel.stdout.read()
+            assert time.monotonic() < deadline, "the tunnel never came up"
+            time.sleep(0.5)
+    client = validate.ApiClient(config, connect_to=("127.0.0.1", port))
+    try:
+        nodes = client.get_json("/api/v1/nodes")
+    finally:
+        client.close()
+    assert validate.node_ready(nodes)[0] and nodes["items"][0]["metadata"]["name"] == name
+    os.killpg(tunnel.pid, signal.SIGINT)
+    tunnel.wait(timeout=30)
+
+    # The second run changes nothing: re-enters at the boot check, finds k3s installed.
+    second = k3s.provision(name)
+    assert second.rc == 0, second
+    assert second.recap()[name]["changed"] == 0, second
+    _row, events, vm = k3s.journal(name)
+    assert [s for s, _n in stage_events(events)][0] == "k3s:CheckingBootInstall"
+    assert "k3s:Installing" not in [s for s, _n in stage_events(events)]
+    assert k3s.binaries.requests == ["/k3s"]
+
+    status = k3s.playbook("status")
+    assert "K3S %s: Ready" % name in status.out, status
+
+
+def test_ssh_route_when_no_boot_script_failure_keeps_vm_and_rerun_reenters(k3s):
+    name = k3s.name("ssh")
+    merge = k3s.kube / "merged-config"
+    airgap = {"k3s_binary_src": str(FAKE_K3S)}
+    # A controller file cannot travel in a boot script: no boot route, pushed over SSH.
+    first = k3s.provision(name, "-e", json.dumps(dict(airgap, k3s_kubeconfig_merge=True,
+                                                      k3s_kubeconfig_merge_path=str(merge))), url=False)
+    assert first.rc == 0, first
+    assert "no boot route" in first.out
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert [s for s, _n in seen] == ["k3s:CheckingBootInstall", "k3s:Installing", "k3s:AwaitingApi",
+                                     "k3s:FetchingKubeconfig", "k3s:Validating", "k3s:Ready"], seen
+    assert "no boot route" in seen[1][1]
+    assert vm["detail"]["k3s"]["route"] == "ssh"
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["route"], marker["manager"]) == ("done", "ssh", "pidfile"), marker
+    merged = load_kubeconfig(merge)
+    assert name in [c["name"] for c in merged["contexts"]] and stat.S_IMODE(os.stat(merge).st_mode) == 0o600
+    save_timings("ssh_route", name, events, "ssh")
+
+    # A GPU is demanded but the (fake) node has none: validation fails, the VM stays up.
+    failed = k3s.provision(name, "-e", json.dumps(dict(airgap, k3s_gpu_expected=True, k3s_validate_timeout=5)),
+                           url=False)
+    assert failed.rc != 0, failed
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert seen[0][0] == "k3s:CheckingBootInstall" and "k3s:Installing" not in [s for s, _n in seen], seen
+    assert seen[-1][0] == "k3s:Failed" and "nvidia.com/gpu allocatable: 0" in seen[-1][1], seen
+    assert (vm["status"], vm["stage"]) == ("running", "k3s:Failed")
+    [container] = k3s.containers(name)
+    assert container.status == "running"                       # the VM stays up for debugging
+    assert "K3S %s: Failed" % name in k3s.playbook("status").out
+
+    # Re-running provision re-enters at the boot check; without the GPU demand it validates.
+    again = k3s.provision(name, "-e", json.dumps(airgap), url=False)
+    assert again.rc == 0, again
+    assert again.recap()[name]["changed"] == 0, again
+    _row, events, vm = k3s.journal(name)
+    seen = [s for s, _n in stage_events(events)]
+    assert seen[0] == "k3s:CheckingBootInstall" and seen[-1] == "k3s:Ready" and "k3s:Installing" not in seen
+
+    down = k3s.playbook("down", "-e", "name=%s" % name)
+    assert down.rc == 0, down
+    assert k3s.containers(name) == []
+
+
+def test_failed_boot_install_is_pushed_over_ssh(k3s):
+    name = k3s.name("bfail")
+    k3s.binaries.fail_first = 1           # the download at boot fails; the SSH push's succeeds
+    # The fake reports a GPU, so the GPU check passes on a "GPU offer".
+    run = k3s.provision(name, "-e", json.dumps({"k3s_install_env": {"FAKE_K3S_GPUS": "1"},
+                                                 "k3s_gpu_expected": True}))
+    assert run.rc == 0, run
+    _row, events, _vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert [s for s, _n in seen][:2] == ["k3s:CheckingBootInstall", "k3s:Installing"], seen
+    assert "the boot install failed" in seen[1][1] and "installing k3s from http" in seen[1][1], seen
+    assert seen[-1][0] == "k3s:Ready"
+    assert len(k3s.binaries.requests) == 2
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["route"]) == ("done", "ssh"), marker
+
+
+def test_missing_san_is_fixed_by_one_installer_rerun(k3s):
+    name = k3s.name("san")
+    # Published (and reached) on 127.0.0.2: the boot install does not know that address, so the
+    # certificate lacks it until validation re-runs the installer with it.
+    run = k3s.provision(name, docker={"publish_host": "127.0.0.2"})
+    assert run.rc == 0, run
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    names = [s for s, _n in seen]
+    assert names == ["k3s:CheckingBootInstall", "k3s:AwaitingApi", "k3s:FetchingKubeconfig", "k3s:Validating",
+                     "k3s:Installing", "k3s:AwaitingApi", "k3s:Validating", "k3s:Ready"], seen
+    assert "lacks 127.0.0.2" in seen[4][1]
+    assert vm["ssh_host"] == "127.0.0.2"
+    marker = k3s.marker(name)
+    assert "127.0.0.2" in marker["sans"].split(","), marker
+    assert marker["route"] == "ssh"
+    save_timings("san_rerun", name, events, "boot+san")

@@ -1,0 +1,380 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The logic of the modules that wrap one provider primitive each:
+
+* ``offers``        plan on every cloud of a search: the table a launch would walk;
+* ``instance``      ``present`` = prepare + observe-or-create one offer,
+                    ``absent`` = delete + (wait) + cleanup at one location;
+* ``instance_info`` observe a VM name at a location.
+
+Each function takes the module's validated parameters and ``check_mode`` and
+returns the task result; nothing here imports Ansible, so the unit tests call them
+directly. A ProviderError never escapes: it becomes ``failed`` with ``msg`` naming
+its kind and message (and the primitive and location it came from).
+
+Adapters are reached through the registry (imported by name when first asked for).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
+    DEFAULT_CLOUD, mask_result, options_for,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, ResourceRequest, Status,
+    validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+
+# An instance in one of these is on its way out: not "present", not deleted again.
+LEAVING = (Status.TERMINATING, Status.STOPPING)
+# Not a live instance of the VM: a create is still needed for state=present.
+NOT_LIVE = (Status.TERMINATING, Status.FAILED)
+PLAN_NAME = "offers"   # the VM name a plan is made for when the task names none
+
+
+def _bundled_adapters():  # pragma: no cover - never called
+    """Ansiballz ships a module only the module_utils named in import statements. The
+    registry imports adapters by name at run time, so name every one of them here
+    (each guards its own SDK imports). tests/unit/test_primitive_modules.py checks
+    that this list covers registry.ADAPTERS."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local  # noqa: F401
+
+
+class _Failed(Exception):
+    """A ProviderError with the primitive and location it came from."""
+
+    def __init__(self, error: ProviderError, primitive: str, where: str = ""):
+        super().__init__(str(error))
+        self.error, self.primitive, self.where = error, primitive, where
+
+
+def _call(primitive: str, where: Any, fn: Callable, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except ProviderError as exc:
+        raise _Failed(exc, primitive, str(where or ""))
+
+
+def _invalid(msg: str) -> ProviderError:
+    return ProviderError(ErrorKind.INVALID_REQUEST, msg)
+
+
+def _failure(error: ProviderError, primitive: Optional[str] = None, where: str = "") -> Dict[str, Any]:
+    context = ""
+    if primitive:
+        context = " (%s%s)" % (primitive, " at " + where if where else "")
+    return {"failed": True, "changed": False, "msg": "%s: %s%s" % (error.kind, error.msg, context),
+            "error": dict(error.to_dict(), primitive=primitive, location=where or None)}
+
+
+def guarded(fn: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
+    """Every ProviderError (a parameter error included) becomes a failed result."""
+    def wrapper(params: Dict[str, Any], check_mode: bool = False, **kwargs: Any) -> Dict[str, Any]:
+        try:
+            return fn(params, check_mode, **kwargs)
+        except _Failed as exc:
+            return _failure(exc.error, exc.primitive, exc.where)
+        except ProviderError as exc:
+            return _failure(exc)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
+    """Call ``fn(module.params, module.check_mode)`` and end the module with its result."""
+    result = mask_result(module, fn(module.params, module.check_mode))
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+# -- parameters -------------------------------------------------------------------------------
+
+def _check_cloud(cloud: Any, field: str = "cloud") -> str:
+    if not isinstance(cloud, str) or cloud not in registry.ADAPTERS:
+        raise _invalid("%s: unknown cloud %r; expected one of %s" % (field, cloud, ", ".join(registry.known_clouds())))
+    return cloud
+
+
+def _provider(cloud: str, params: Dict[str, Any], clouds: List[str]) -> Provider:
+    try:
+        options = options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
+    except ValueError as exc:
+        raise _invalid(str(exc))
+    return _call("load", cloud, registry.get_provider, cloud, options)
+
+
+def _request(params: Dict[str, Any], name: str, regions: Optional[List[str]] = None) -> ResourceRequest:
+    count = params.get("gpu_count")
+    count = 1 if count is None else count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise _invalid("gpu_count: expected an integer >= 1, got %r" % (count,))
+    return ResourceRequest(vm_name=name, gpu=canonical_gpu(params.get("gpu")), gpu_count=count,
+                           regions=list(regions if regions is not None else params.get("regions") or []),
+                           spot=bool(params.get("spot")))
+
+
+def offer_row(offer: Offer, rank: Optional[int] = None) -> Dict[str, Any]:
+    """An offer as the modules return it (``rank``: its place in a launch's search)."""
+    return {"rank": rank, "offer_id": offer.offer_id, "cloud": offer.cloud, "region": offer.region,
+            "zone": offer.zone, "instance_type": offer.instance_type, "gpu": offer.gpu,
+            "gpu_count": offer.gpu_count, "price_per_hour": offer.price_per_hour, "spot": offer.spot,
+            "available": offer.available, "unavailable_reason": offer.unavailable_reason,
+            "detail": dict(offer.detail or {})}
+
+
+def instance_row(observed: Observed, where: Location) -> Dict[str, Any]:
+    loc = observed.location or where
+    endpoint = observed.endpoint
+    return {"instance_id": observed.instance_id, "status": observed.status, "reason": observed.reason,
+            "usable": observed.usable, "cloud": loc.cloud, "region": loc.region, "zone": loc.zone,
+            "ssh_host": endpoint.host if endpoint else None, "ssh_port": endpoint.port if endpoint else None,
+            "ssh_user": endpoint.user if endpoint else None}
+
+
+def _table(rows: List[Dict[str, Any]]) -> List[str]:
+    head = ("#", "CLOUD", "REGION", "ZONE", "TYPE", "GPU", "$/H", "AVAILABLE")
+    body = []
+    for r in rows:
+        gpu = "%dx %s" % (r["gpu_count"], r["gpu"]) if r["gpu"] else "-"
+        price = "-" if r["price_per_hour"] is None else ("%.4f" % r["price_per_hour"]).rstrip("0").rstrip(".")
+        avail = "yes" if r["available"] else "no: %s" % (r["unavailable_reason"] or "unavailable")
+        body.append((str(r["rank"] or "-"), r["cloud"], r["region"], r["zone"] or "-", r["instance_type"], gpu,
+                     price + (" spot" if r["spot"] else ""), avail))
+    widths = [max(len(line[i]) for line in [head] + body) for i in range(len(head) - 1)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1]
+            for line in [head] + body]
+
+
+# -- offers -----------------------------------------------------------------------------------
+
+@guarded
+def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
+    """Plan on every cloud of ``clouds``, in order: the offers a launch would try (``rank``)
+    and those it would skip, with why. Never changes anything."""
+    del check_mode  # plan makes no change in either mode
+    name = validate_vm_name(params.get("name") or PLAN_NAME)
+    clouds: List[str] = []
+    for cloud in params.get("clouds") or [DEFAULT_CLOUD]:
+        if _check_cloud(cloud, "clouds") not in clouds:
+            clouds.append(cloud)
+    request = _request(params, name)
+    rows: List[Dict[str, Any]] = []
+    summary: List[Dict[str, Any]] = []
+    errors: List[Dict[str, Any]] = []
+    rank = 0
+    for cloud in clouds:
+        try:
+            planned = _call("plan", cloud, _provider(cloud, params, clouds).plan, request)
+        except _Failed as exc:
+            error = dict(exc.error.to_dict(), cloud=cloud, primitive=exc.primitive)
+            errors.append(error)
+            summary.append({"cloud": cloud, "offers": 0, "available": 0, "error": error})
+            continue
+        for offer in planned:
+            if offer.available:
+                rank += 1
+            rows.append(offer_row(offer, rank if offer.available else None))
+        summary.append({"cloud": cloud, "offers": len(planned), "available": sum(1 for o in planned if o.available),
+                        "error": None})
+    if errors and len(errors) == len(clouds):
+        reasons = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
+        return {"failed": True, "changed": False, "msg": "no cloud could plan this request: " + reasons,
+                "errors": errors, "clouds": summary, "offers": [], "table": []}
+    skipped = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
+    msg = "%d offer(s), %d available, from %s" % (len(rows), rank, ", ".join(clouds))
+    return {"changed": False, "offers": rows, "available": rank, "clouds": summary, "errors": errors,
+            "table": _table(rows), "msg": msg + ("; could not plan %s" % skipped if skipped else "")}
+
+
+# -- instance ---------------------------------------------------------------------------------
+
+def _select_offer(provider: Provider, params: Dict[str, Any], name: str) -> Offer:
+    """The offer named by region / zone / instance_type among those plan returns, else the first."""
+    cloud, region, zone, itype = provider.name, params.get("region"), params.get("zone"), params.get("instance_type")
+    request = _request(params, name, [region] if region else None)
+    planned = _call("plan", cloud, provider.plan, request)
+    matches = []
+    for offer in planned:
+        if (region and offer.region != region) or (itype and offer.instance_type != itype):
+            continue
+        if zone and offer.zone not in (None, zone):
+            continue
+        if zone and offer.zone is None:
+            offer = dataclasses.replace(offer, zone=zone)  # a regional offer pinned to one zone
+        matches.append(offer)
+    if not matches:
+        pairs = (("region", region), ("zone", zone), ("instance_type", itype), ("gpu", request.gpu),
+                 ("gpu_count", request.gpu_count))
+        asked = ", ".join("%s=%s" % (k, v) for k, v in pairs if v)
+        listed = ", ".join(o.offer_id for o in planned[:8]) + (" ..." if len(planned) > 8 else "")
+        raise _Failed(_invalid("no %s offer matches %s; set gpu / gpu_count / regions so that plan returns it "
+                               "(planned: %s)" % (cloud, asked or "the request", listed or "nothing")), "plan", cloud)
+    usable = [o for o in matches if o.available]
+    if not usable:
+        first = matches[0]
+        raise _Failed(ProviderError(ErrorKind.UNAVAILABLE, "%s: %s" % (
+            first.offer_id, first.unavailable_reason or "unavailable")), "plan", cloud)
+    return usable[0]
+
+
+def _location(provider: Provider, params: Dict[str, Any], name: str) -> List[Location]:
+    """``region`` (and ``zone``) when given, else the distinct locations of the offers plan returns."""
+    if params.get("region"):
+        return [Location(provider.name, params["region"], params.get("zone") or None)]
+    request = _request(params, name)
+    found: List[Location] = []
+    for offer in _call("plan", provider.name, provider.plan, request):
+        if params.get("zone") and offer.zone not in (None, params["zone"]):
+            continue
+        where = Location(offer.cloud, offer.region, params.get("zone") or offer.zone)
+        if where not in found:
+            found.append(where)
+    if not found:
+        raise _Failed(_invalid("region: %s planned no offer for this request; name the region (and zone)"
+                               % provider.name), "plan", provider.name)
+    return found
+
+
+def _public_key(params: Dict[str, Any]) -> str:
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
+
+    if params.get("ssh_public_key"):
+        return params["ssh_public_key"].strip()
+    path = params.get("ssh_key")
+    if path:
+        path = os.path.expanduser(path)
+        if not os.path.exists(path):
+            raise _invalid("ssh_key: %s does not exist; name an existing private key, or leave it unset to use "
+                           "the collection's own key" % path)
+        return ssh.public_key_of(path)
+    return ssh.ensure_controller_key(os.path.join(default_state_dir(), "id_ed25519"))
+
+
+def _spec(params: Dict[str, Any], name: str) -> InstanceSpec:
+    ports = params.get("open_ports")
+    spec = InstanceSpec(vm_name=name, ssh_public_key=_public_key(params), ssh_user=params.get("ssh_user"),
+                        allowed_cidrs=list(params.get("allowed_cidrs") or []), spot=bool(params.get("spot")))
+    if ports:
+        spec.open_ports = sorted(set(int(p) for p in ports) | {22})
+    return spec
+
+
+def _live(found: List[Observed]) -> List[Observed]:
+    return [o for o in found if o.status not in NOT_LIVE]
+
+
+@guarded
+def instance(params: Dict[str, Any], check_mode: bool = False, sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
+    """``present``: prepare + observe-or-create one offer; ``absent``: delete + cleanup at one location."""
+    name = validate_vm_name(params.get("name"))
+    cloud = _check_cloud(params.get("cloud") or DEFAULT_CLOUD)
+    provider = _provider(cloud, params, [cloud])
+    if params.get("state", "present") == "absent":
+        return _absent(provider, params, name, check_mode, sleep, clock)
+    return _present(provider, params, name, check_mode)
+
+
+def _present(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool) -> Dict[str, Any]:
+    offer = _select_offer(provider, params, name)
+    where = offer.location
+    found = _call("observe", where, provider.observe, where, name)
+    existing = _live(found)
+    base = {"offer": offer_row(offer), "location": where.to_dict(),
+            "instances": [instance_row(o, where) for o in found]}
+    if check_mode:
+        if existing:
+            return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=None,
+                        msg="%s: instance %s exists at %s" % (name, existing[0].instance_id, where))
+        return dict(base, changed=True, instance=None, prepared=None,
+                    msg="%s: would prepare and create %s" % (name, offer.offer_id))
+    spec = _spec(params, name)
+    prepared = _call("prepare", where, provider.prepare, offer, spec)
+    if existing:
+        return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=prepared,
+                    msg="%s: instance %s exists at %s (%s)" % (
+                        name, existing[0].instance_id, where, existing[0].status))
+    instance_id = _call("create", where, provider.create, offer, prepared, spec)
+    after = _call("observe", where, provider.observe, where, name)
+    mine = [o for o in after if o.instance_id == instance_id]
+    made = mine[0] if mine else Observed(instance_id, Status.PENDING, reason="not listed yet", location=where)
+    return dict(base, changed=True, instance=instance_row(made, where), prepared=prepared,
+                instances=[instance_row(o, where) for o in after] or [instance_row(made, where)],
+                msg="%s: created %s at %s (%s)" % (name, instance_id, where, made.status))
+
+
+def _absent(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool,
+            sleep: Callable[[float], None], clock: Callable[[], float]) -> Dict[str, Any]:
+    where = _location(provider, params, name)[0]  # with no region: the first offer's, as present picks
+    found = _call("observe", where, provider.observe, where, name)
+    doomed = sorted(o.instance_id for o in found if o.status not in LEAVING)
+    base = {"location": where.to_dict(), "instances": [instance_row(o, where) for o in found]}
+    if check_mode:
+        return dict(base, changed=bool(doomed), deleted=doomed, cleaned_up=False,
+                    msg="%s: would delete %s at %s and clean up" % (name, ", ".join(doomed) or "no instance", where))
+    if doomed:
+        _call("delete", where, provider.delete, where, name, doomed)
+    timeout = float(600 if params.get("wait_timeout") is None else params["wait_timeout"])
+    deadline = clock() + timeout
+    interval = provider.capabilities().poll_interval_s
+    while True:
+        left = _call("observe", where, provider.observe, where, name)
+        again = sorted(o.instance_id for o in left if o.status not in LEAVING)
+        if again:
+            _call("delete", where, provider.delete, where, name, again)
+        if not left or not params.get("wait", True) or clock() >= deadline:
+            break
+        sleep(interval)
+    result = dict(base, changed=bool(doomed), deleted=doomed, instances=[instance_row(o, where) for o in left])
+    if left:
+        ids = ", ".join("%s (%s)" % (o.instance_id, o.status) for o in left)
+        if params.get("wait", True):
+            failure = _failure(ProviderError(ErrorKind.TRANSIENT, "instances still present after %.0f s: %s"
+                                             % (timeout, ids)), "delete", str(where))
+            failure.update(result, failed=True, changed=bool(doomed), cleaned_up=False)
+            return failure
+        return dict(result, cleaned_up=False,
+                    msg="%s: deletion requested for %s at %s; cleanup runs once they are gone (run again)"
+                    % (name, ids, where))
+    _call("cleanup", where, provider.cleanup, where, name)
+    what = ("deleted %s" % ", ".join(doomed)) if doomed else "no instance"
+    return dict(result, cleaned_up=True, msg="%s: %s at %s; side resources removed" % (name, what, where))
+
+
+# -- instance_info ----------------------------------------------------------------------------
+
+@guarded
+def instance_info(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
+    """Observe a VM name at ``region``/``zone``, or at every location plan returns."""
+    del check_mode  # observe only, in either mode
+    name = validate_vm_name(params.get("name"))
+    cloud = _check_cloud(params.get("cloud") or DEFAULT_CLOUD)
+    provider = _provider(cloud, params, [cloud])
+    rows: List[Dict[str, Any]] = []
+    seen: set = set()
+    locations = _location(provider, params, name)
+    for where in locations:
+        for observed in _call("observe", where, provider.observe, where, name):
+            row = instance_row(observed, where)
+            key: Tuple[Any, ...] = (row["cloud"], row["region"], row["instance_id"])
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+    live = [r for r in rows if r["status"] not in NOT_LIVE]
+    return {"changed": False, "instances": rows, "exists": bool(live), "running": any(r["usable"] for r in rows),
+            "locations": [w.to_dict() for w in locations],
+            "msg": "%s: %d instance(s) at %s" % (name, len(rows), ", ".join(str(w) for w in locations))}

@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: offers
+short_description: List the offers a launch would try across clouds, with price and why an offer is unavailable
+version_added: 0.1.0
+description:
+  - Calls each cloud adapter's C(plan) primitive for the request, in the order of O(clouds), and returns every
+    offer (cloud, region, zone, instance type, GPUs, price per hour, spot) with whether it is available and, when it
+    is not, why.
+  - A dry run of the search of M(gpuprov.cloud.vm), which walks the available offers in the order of their
+    RV(offers[].rank) and skips the others.
+  - Never creates or changes anything; some clouds answer C(plan) from a static catalogue, others read live
+    listings (for example the zones that offer a machine type).
+  - A cloud that cannot plan (for example, missing credentials) is reported in RV(errors) and its offers are left
+    out; the task fails only when no cloud could plan.
+author:
+  - gpuprov.cloud contributors (@gpuprov)
+extends_documentation_fragment:
+  - gpuprov.cloud.provider
+  - gpuprov.cloud.provider.search
+  - gpuprov.cloud.provider.request
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Planning changes nothing; the module does the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  name:
+    description:
+      - The VM name the plan is made for (a DNS label); only checked, plans do not depend on it.
+    type: str
+    default: offers
+seealso:
+  - module: gpuprov.cloud.vm
+  - module: gpuprov.cloud.instance
+"""
+
+EXAMPLES = r"""
+- name: What would an H100 launch try on AWS and GCP?
+  gpuprov.cloud.offers:
+    clouds: [aws, gcp]
+    gpu: H100
+    regions: [us-east-1, us-central1]
+    cloud_options:
+      gcp:
+        project: my-project
+  delegate_to: localhost
+  register: h100
+
+- name: Show the table
+  ansible.builtin.debug:
+    var: h100.table
+
+- name: The cheapest available offer
+  ansible.builtin.debug:
+    msg: "{{ h100.offers | selectattr('available') | rejectattr('price_per_hour', 'none') | sort(attribute='price_per_hour') | first }}"
+"""
+
+RETURN = r"""
+offers:
+  description: Every planned offer, in the order a launch would consider them.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    rank:
+      description: Place of the offer in a launch's search (1 = tried first); null when unavailable.
+      type: int
+      returned: always
+      sample: 1
+    offer_id:
+      description: The offer's id (cloud, region, type, zone).
+      type: str
+      returned: always
+      sample: aws:us-east-1:p5.48xlarge
+    cloud: {description: Cloud., type: str, returned: always, sample: aws}
+    region: {description: Region., type: str, returned: always, sample: us-east-1}
+    zone: {description: "Zone, where the offer names one.", type: str, returned: always, sample: us-central1-a}
+    instance_type: {description: Instance or machine type., type: str, returned: always, sample: p5.48xlarge}
+    gpu: {description: "GPU model; null for no GPU.", type: str, returned: always, sample: H100}
+    gpu_count: {description: GPUs per instance., type: int, returned: always, sample: 8}
+    price_per_hour: {description: "On-demand USD per hour where known, else null.", type: float, returned: always}
+    spot: {description: Whether it is spot / preemptible capacity., type: bool, returned: always}
+    available: {description: Whether a launch would try it., type: bool, returned: always}
+    unavailable_reason: {description: Why it is not available., type: str, returned: always}
+    detail: {description: "Adapter-specific facts (vCPUs, memory, accelerator type...).", type: dict, returned: always}
+available:
+  description: Number of available offers.
+  returned: success
+  type: int
+clouds:
+  description: Per cloud, how many offers it planned, how many are available, and its error if it could not plan.
+  returned: always
+  type: list
+  elements: dict
+errors:
+  description: Clouds that could not plan, each with C(cloud), C(kind), C(msg), C(block) and C(primitive).
+  returned: always
+  type: list
+  elements: dict
+table:
+  description: A printable table of the offers.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "#  CLOUD  REGION  ZONE  TYPE  GPU  $/H   AVAILABLE"
+    - "1  local  local   -     sshd  -    0.00  yes"
+error:
+  description: The classified error (C(kind), C(msg), C(block), C(primitive), C(location)) when the task failed on one.
+  returned: failure
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import search_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import primitives
+
+
+def main():
+    module = AnsibleModule(argument_spec=search_argument_spec(name=dict(type="str", default="offers")),
+                           supports_check_mode=True)
+    primitives.run(module, primitives.offers)
+
+
+if __name__ == "__main__":
+    main()

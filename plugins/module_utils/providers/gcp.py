@@ -236,7 +236,8 @@ class GcpProvider(Provider):
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=True, boot_script=True, spot=True,
                             k3s_access=K3sAccess.DIRECT if self.k3s_direct else K3sAccess.SSH_TUNNEL,
-                            boot_timeout_s=900.0, poll_interval_s=10.0)
+                            boot_timeout_s=float(self.options.get("boot_timeout_s") or 900),
+                            poll_interval_s=float(self.options.get("poll_interval_s") or 10))
 
     def _string_list(self, field: str, value: Any) -> List[str]:
         if value is None:

@@ -17,7 +17,7 @@ description:
     state, and GPU presence (C(nvidia-smi -L) and C(/dev/nvidia*)).
   - Returns those facts and the decision of a pure decision table
     (C(plugins/module_utils/cluster/boot_probe.py)) - V(installed), V(wait) (the boot install is still
-    running) or V(push) (install over SSH: the boot route is missing, failed, timed out or missed the GPU).
+    running) or V(push) (install over SSH, because the boot route is missing, failed, timed out or missed the GPU).
   - With O(wait), polls on the VM while the decision is V(wait), up to O(wait) seconds, so one task covers the
     whole boot check; a boot install still running after O(boot_timeout) seconds is decided V(push).
   - Never changes the VM.

@@ -354,8 +354,8 @@ def test_failed_boot_install_is_pushed_over_ssh(k3s):
     name = k3s.name("bfail")
     k3s.binaries.fail_first = 1           # the download at boot fails; the SSH push's succeeds
     # The fake reports a GPU, so the GPU check passes on a "GPU offer".
-    run = k3s.provision(name, "-e", json.dumps({"k3s_install_env": {"FAKE_K3S_GPUS": "1"},
-                                                 "k3s_gpu_expected": True}))
+    gpu = {"k3s_install_env": {"FAKE_K3S_GPUS": "1"}, "k3s_gpu_expected": True}
+    run = k3s.provision(name, "-e", json.dumps(gpu))
     assert run.rc == 0, run
     _row, events, _vm = k3s.journal(name)
     seen = stage_events(events)

@@ -47,8 +47,7 @@ ROWS = [
 @pytest.mark.parametrize("row, changes, decision, words", ROWS,
                          ids=["row%d-%d" % (r[0], i) for i, r in enumerate(ROWS)])
 def test_decision_table_row(row, changes, decision, words):
-    inputs = dict(BASE, **changes)
-    got, reason, matched = bp.decide(**inputs)
+    got, reason, matched = bp.decide(**inputs_with(**changes))
     assert (got, matched) == (decision, row), reason
     assert words in reason
 
@@ -57,15 +56,22 @@ def test_every_row_is_covered():
     assert sorted({r[0] for r in ROWS}) == list(range(1, 14))
 
 
+def inputs_with(**changes):
+    found = dict(BASE)
+    found.update(changes)
+    return found
+
+
 def test_decide_is_pure():
-    inputs = dict(BASE, marker=marker("running"), installer_alive=True)
-    frozen = dict(inputs, marker=dict(inputs["marker"]))
+    inputs = inputs_with(marker=marker("running"), installer_alive=True)
+    frozen = dict(inputs)
+    frozen["marker"] = dict(inputs["marker"])
     assert bp.decide(**inputs) == bp.decide(**inputs)
     assert inputs == frozen
 
 
 def test_no_timeout_never_times_out():
-    got, _reason, row = bp.decide(**dict(BASE, runner=bp.RUNNER_RUNNING, elapsed_s=1e9, timeout_s=None))
+    got, _reason, row = bp.decide(**inputs_with(runner=bp.RUNNER_RUNNING, elapsed_s=1e9, timeout_s=None))
     assert (got, row) == (bp.WAIT, 13)
 
 

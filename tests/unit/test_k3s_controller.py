@@ -74,9 +74,8 @@ def _node(ready="True", gpus=None):
     alloc = {"cpu": "4"}
     if gpus is not None:
         alloc["nvidia.com/gpu"] = str(gpus)
-    return {"metadata": {"name": "n1"}, "status": {"allocatable": alloc,
-                                                  "conditions": [{"type": "Ready", "status": ready,
-                                                                  "reason": "KubeletNotReady"}]}}
+    conditions = [{"type": "Ready", "status": ready, "reason": "KubeletNotReady"}]
+    return {"metadata": {"name": "n1"}, "status": {"allocatable": alloc, "conditions": conditions}}
 
 
 def test_node_ready():

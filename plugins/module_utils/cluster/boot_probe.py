@@ -142,8 +142,8 @@ def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_pre
             return PUSH, "the install finished but k3s is not running", 3
         return INSTALLED, "k3s installed (%s route) and running" % (marker.get("route") or "unknown"), 1
     if state == "failed":
-        return PUSH, "the %s install failed: %s" % (marker.get("route") or "boot",
-                                                     marker.get("error") or "no error recorded"), 4
+        route = marker.get("route") or "boot"
+        return PUSH, "the %s install failed: %s" % (route, marker.get("error") or "no error recorded"), 4
     if state == "running":
         if not installer_alive:
             return PUSH, "the marker says running but no installer is alive (it died)", 5

@@ -153,8 +153,8 @@ class ApiClient:
         try:
             sock = socket.create_connection(self.connect_to, timeout=self.timeout)
         except OSError as exc:
-            raise ApiError("cannot connect to %s:%d: %s" % (self.connect_to[0], self.connect_to[1],
-                                                             exc.strerror or exc))
+            host, port = self.connect_to
+            raise ApiError("cannot connect to %s:%d: %s" % (host, port, exc.strerror or exc))
         try:
             try:
                 tls = self.context.wrap_socket(sock, server_hostname=self.host)
@@ -242,8 +242,8 @@ class SshForward:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode("utf-8", "replace").strip() if self.proc.stderr else ""
-                raise ApiError("the SSH forward (%s) exited with %s: %s" % (" ".join(self.command[-3:]),
-                                                                           self.proc.returncode, err))
+                what = " ".join(self.command[-3:])
+                raise ApiError("the SSH forward (%s) exited with %s: %s" % (what, self.proc.returncode, err))
             try:
                 socket.create_connection(("127.0.0.1", self.local_port), timeout=1).close()
                 return self.local_port

@@ -60,9 +60,8 @@ def test_boot_runner_running_then_finished(tmp_path, state):
     (state / "boot.status").write_text("1\n")
     result = run_probe(tmp_path, boot_delivered=True)
     assert (result["decision"], result["row"]) == ("push", 10), result
-    assert result["facts"]["boot_runner"] == {"kind": "gpuprov", "state": "error",
-                                             "since_s": result["facts"]["boot_runner"]["since_s"],
-                                             "detail": "boot script exit status 1"}
+    runner = result["facts"]["boot_runner"]
+    assert (runner["kind"], runner["state"], runner["detail"]) == ("gpuprov", "error", "boot script exit status 1")
 
 
 def test_running_install_holding_the_lock_is_waited_for_then_timed_out(tmp_path, state):

@@ -344,6 +344,7 @@ def test_ssh_route_when_no_boot_script_failure_keeps_vm_and_rerun_reenters(k3s):
     _row, events, vm = k3s.journal(name)
     seen = [s for s, _n in stage_events(events)]
     assert seen[0] == "k3s:CheckingBootInstall" and seen[-1] == "k3s:Ready" and "k3s:Installing" not in seen
+    assert vm["detail"]["k3s"]["route"] == "ssh"          # installed over SSH by the first run
 
     down = k3s.playbook("down", "-e", "name=%s" % name)
     assert down.rc == 0, down

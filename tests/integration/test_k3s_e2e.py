@@ -385,3 +385,18 @@ def test_missing_san_is_fixed_by_one_installer_rerun(k3s):
     assert "127.0.0.2" in marker["sans"].split(","), marker
     assert marker["route"] == "ssh"
     save_timings("san_rerun", name, events, "boot+san")
+
+
+def test_local_cloud_skips_k3s_with_a_note_and_rejects_k8s_true_up_front(ansible):
+    name = "%s-local-%s" % (PREFIX, uuid.uuid4().hex[:4])
+    rejected = ansible.playbook("provision", "-e", "name=%s" % name, "-e", "k8s=true")
+    assert rejected.rc != 0, rejected
+    assert "k8s: none of the clouds (local) can host k3s" in rejected.out, rejected
+    assert ansible.live_sshd() == []          # nothing was created
+    up = ansible.playbook("provision", "-e", "name=%s" % name)
+    try:
+        assert up.rc == 0, up
+        assert "k3s skipped: the local cloud cannot host it" in up.out, up
+        assert "k3s_probe" not in up.out and "Boot check" not in up.out
+    finally:
+        assert ansible.playbook("down", "-e", "name=%s" % name).rc == 0

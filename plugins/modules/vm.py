@@ -135,6 +135,8 @@ options:
       - A script (with environment) run while the VM boots, on clouds whose capabilities include a boot script;
         each adapter renders it natively (cloud-init, startup script, container start). The k3s role passes its
         installer here so k3s installs during boot. Never logged.
+      - Unless O(k8s=false), the script is taken to be the k3s installer and is given only to clouds that can
+        host k3s.
     type: dict
     suboptions:
       script:

@@ -105,3 +105,34 @@ def test_journal_env_var_is_honoured(home, monkeypatch, tmp_path_factory):
     assert result["failed"] and "local cloud has no GPUs" in result["msg"]
     assert other.exists() and oct(os.stat(other).st_mode & 0o777) == "0o600"
     assert Journal(str(other)).load("svc").state["kind"] == "Aborted"
+
+
+class _CapsOnly:
+    """Just enough of an adapter for VmContext.spec_for."""
+
+    def __init__(self, caps):
+        self.caps = caps
+
+    def capabilities(self):
+        return self.caps
+
+
+@pytest.mark.parametrize("k8s, expected", [
+    (None, {"k3s-able": True, "boot-only": False, "no-boot": False}),
+    (True, {"k3s-able": True, "boot-only": False, "no-boot": False}),
+    (False, {"k3s-able": True, "boot-only": True, "no-boot": False}),
+])
+def test_the_k3s_installer_reaches_only_clouds_that_can_host_k3s(k8s, expected):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Capabilities
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext
+
+    settings = build_settings(dict(BASE, k8s=k8s, boot_script={"script": "#!/bin/sh\ntrue\n", "env": {}}),
+                              "ssh-ed25519 AAAA test")
+    ctx = VmContext(settings, providers={
+        "k3s-able": _CapsOnly(Capabilities(kubernetes=True, boot_script=True)),
+        "boot-only": _CapsOnly(Capabilities(kubernetes=False, boot_script=True)),
+        "no-boot": _CapsOnly(Capabilities(kubernetes=True, boot_script=False)),
+    })
+    got = {cloud: ctx.spec_for(cloud).boot_script is not None for cloud in expected}
+    assert got == expected
+    assert settings.spec.boot_script is not None   # the settings themselves are untouched

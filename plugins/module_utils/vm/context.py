@@ -29,6 +29,8 @@ class VmSettings:
     teardown_timeout: float = 600.0
     step_attempts: int = 5
     teardown_attempts: int = 8
+    # The boot script is the k3s installer (k8s not false): only clouds that can host k3s get it.
+    boot_script_is_k3s: bool = False
 
 
 class VmContext:
@@ -49,6 +51,17 @@ class VmContext:
 
     def capabilities(self, cloud: str) -> Capabilities:
         return self.provider(cloud).capabilities()
+
+    def spec_for(self, cloud: str) -> InstanceSpec:
+        """The instance spec as this cloud gets it: no boot script where it cannot run one,
+        and no k3s installer where k3s cannot be hosted."""
+        spec = self.settings.spec
+        if spec.boot_script is None:
+            return spec
+        caps = self.capabilities(cloud)
+        if not caps.boot_script or (self.settings.boot_script_is_k3s and not caps.kubernetes):
+            return dataclasses.replace(spec, boot_script=None)
+        return spec
 
     def poll_interval(self, cloud: str) -> float:
         return self.capabilities(cloud).poll_interval_s

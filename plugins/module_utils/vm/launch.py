@@ -293,7 +293,7 @@ class LaunchMachine(Machine):
             return Next(self._next_offer(state, None), "offer blocked by an earlier failure")
         cx.fence()
         try:
-            prepared = self._provider_for(offer).prepare(Offer.from_dict(offer), self.ctx.settings.spec)
+            prepared = self._provider_for(offer).prepare(Offer.from_dict(offer), self.ctx.spec_for(offer["cloud"]))
         except ProviderError as exc:
             return self._handle(state, exc, created=False)
         return Next({"kind": "Creating", "search": state["search"], "prepared": prepared}, "prepared")
@@ -311,7 +311,7 @@ class LaunchMachine(Machine):
                 return Next(self._booting(state, existing[0].instance_id, adopted=True),
                             "adopted %s (created by an earlier attempt)" % existing[0].instance_id)
             cx.fence()
-            instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.settings.spec)
+            instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.spec_for(offer["cloud"]))
         except ProviderError as exc:
             # Even an Unavailable create compensates: prepare may have made side resources here.
             return self._handle(state, exc, created=True)

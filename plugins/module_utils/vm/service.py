@@ -72,7 +72,8 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       retry_until_up=bool(params.get("retry_until_up")),
                       boot_timeout=params.get("boot_timeout"),
                       ssh_timeout=float(params.get("ssh_timeout") or 300),
-                      teardown_timeout=float(params.get("teardown_timeout") or 600))
+                      teardown_timeout=float(params.get("teardown_timeout") or 600),
+                      boot_script_is_k3s=params.get("k8s") is not False)
 
 
 def connection_vars(vm: Dict[str, Any], files: ssh.ControllerFiles) -> Dict[str, Any]:
@@ -114,7 +115,7 @@ def k8s_result(ctx: VmContext, vm: Dict[str, Any], plan: Dict[str, Any]) -> Dict
     if plan["requested"] is not False and not caps.kubernetes:
         note = "k3s skipped: the %s cloud cannot host it" % cloud
     return {"enabled": enabled, "access": caps.k3s_access if enabled else None,
-            "boot_script": bool(caps.boot_script and ctx.settings.spec.boot_script is not None and enabled),
+            "boot_script": bool(enabled and ctx.spec_for(cloud).boot_script is not None),
             "note": note}
 
 

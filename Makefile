@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PYTHONPATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images clean
+.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ demo: dev
 
 demo-down: dev
 	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.down -e name=$(DEMO_NAME)
+
+# The k3s role on its own (molecule, docker driver, offline with the locally built image).
+molecule: dev images
+	bash extensions/molecule/run-offline.sh
 
 clean:
 	rm -rf build $(VENV)

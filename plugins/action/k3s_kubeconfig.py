@@ -11,6 +11,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import write_private
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
@@ -44,7 +45,7 @@ class ActionModule(ActionBase):
             if self._task.check_mode:
                 changed = not os.path.exists(path) or open(path).read() != text
             else:
-                changed = kubeconfig.write_private(path, text)
+                changed = write_private(path, text)
             merged = False
             if params["merge"]:
                 target = os.path.expanduser(params["merge_path"])
@@ -52,7 +53,7 @@ class ActionModule(ActionBase):
                 new = kubeconfig.dump(kubeconfig.merge(existing, config, params["set_current_context"]))
                 if existing is None or kubeconfig.dump(existing) != new:
                     if not self._task.check_mode:
-                        kubeconfig.write_private(target, new)
+                        write_private(target, new)
                     merged = changed = True
         except (kubeconfig.KubeconfigError, OSError) as exc:
             result.update(failed=True, msg="kubeconfig for %s: %s" % (name, exc))

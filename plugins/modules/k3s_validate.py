@@ -26,20 +26,11 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpuprov.cloud.controller
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Only reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   name:
     description: The VM name (the C(Host) of the collection's ssh config in V(SshTunnel) access).

@@ -30,15 +30,10 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpuprov.cloud.controller
   - ansible.builtin.action_common_attributes.conn
 attributes:
-  action:
-    support: full
-  async:
-    support: none
   become:
-    support: none
-  bypass_host_loop:
     support: none
   check_mode:
     support: full
@@ -47,10 +42,6 @@ attributes:
     support: none
   delegation:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   name:
     description:

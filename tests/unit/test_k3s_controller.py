@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, stages, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import write_private
 
 K3S_YAML = """apiVersion: v1
 clusters:
@@ -62,12 +63,12 @@ def test_merge_replaces_by_name_and_keeps_the_rest():
 
 def test_write_private_is_0600_and_reports_changes(tmp_path):
     path = str(tmp_path / "kube" / "gpuprov-x.yaml")
-    assert kubeconfig.write_private(path, "a") is True
+    assert write_private(path, "a") is True
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
-    assert kubeconfig.write_private(path, "a") is False
+    assert write_private(path, "a") is False
     os.chmod(path, 0o644)
-    assert kubeconfig.write_private(path, "a") is True and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert write_private(path, "a") is True and stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
 def _node(ready="True", gpus=None):

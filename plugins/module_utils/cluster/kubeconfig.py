@@ -7,10 +7,8 @@ kubeconfig named after the VM that points at the path the user will use, write i
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import tempfile
 from typing import Any, Dict, List, Optional
 
 try:
@@ -89,26 +87,3 @@ def merge(existing: Optional[Dict[str, Any]], new: Dict[str, Any], set_current: 
     return merged
 
 
-def write_private(path: str, text: str) -> bool:
-    """Write ``path`` atomically with mode 0600; False when it already had this content and mode."""
-    path = os.path.abspath(path)
-    if os.path.exists(path):
-        with open(path) as handle:
-            same = handle.read() == text
-        if same and (os.stat(path).st_mode & 0o777) == 0o600:
-            return False
-    parent = os.path.dirname(path)
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".gpuprov-kubeconfig-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return True

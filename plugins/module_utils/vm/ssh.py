@@ -12,13 +12,10 @@ Ansible's) is checked against it.
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import os
 import re
 import socket
-import tempfile
 from typing import Any, Dict, Optional
 
 try:
@@ -28,37 +25,8 @@ except ImportError:  # the action reports it; sanity's import test runs without 
     paramiko = None
     HAS_PARAMIKO = False
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import locked, write_private
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import HostKeyMismatch, SshNotReady
-
-
-def _write_private(path: str, data: bytes) -> None:
-    """Write ``path`` atomically with mode 0600."""
-    parent = os.path.dirname(path) or "."
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".gpuprov-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def _locked(path: str):
-    """Serialise writers of ``path`` across parallel forks."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    with os.fdopen(os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def ensure_controller_key(path: str) -> str:
@@ -66,15 +34,15 @@ def ensure_controller_key(path: str) -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    with _locked(path):
+    with locked(path):
         if not os.path.exists(path):
             key = ed25519.Ed25519PrivateKey.generate()
             private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                         serialization.NoEncryption())
             public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
                                                    serialization.PublicFormat.OpenSSH)
-            _write_private(path, private)
-            _write_private(path + ".pub", public + b" gpuprov-controller\n")
+            write_private(path, private)
+            write_private(path + ".pub", public + b" gpuprov-controller\n")
             os.chmod(path + ".pub", 0o644)
     return public_key_of(path)
 
@@ -118,14 +86,14 @@ class ControllerFiles:
 
     def _write_known(self, entries: Dict[str, tuple]) -> None:
         text = "".join("%s %s %s\n" % (alias, kt, kb) for alias, (kt, kb) in sorted(entries.items()))
-        _write_private(self.known_hosts, text.encode())
+        write_private(self.known_hosts, text.encode())
 
     def known_key(self, alias: str) -> Optional[tuple]:
         return self._read_known().get(alias)
 
     def pin(self, alias: str, key_type: str, key_b64: str) -> None:
         """Record the key seen on first contact, or raise HostKeyMismatch if another is pinned."""
-        with _locked(self.known_hosts):
+        with locked(self.known_hosts):
             entries = self._read_known()
             if alias in entries and entries[alias] != (key_type, key_b64):
                 raise HostKeyMismatch("pinned %s, presented %s" % (fingerprint(*entries[alias]),
@@ -141,7 +109,7 @@ class ControllerFiles:
 
     def _replace_block(self, name: str, block: str) -> None:
         begin, end = self._markers(name)
-        with _locked(self.ssh_config):
+        with locked(self.ssh_config):
             text = ""
             if os.path.exists(self.ssh_config):
                 with open(self.ssh_config) as handle:
@@ -152,7 +120,7 @@ class ControllerFiles:
                 text = head + tail
             if block:
                 text = text + begin + block + end
-            _write_private(self.ssh_config, text.encode())
+            write_private(self.ssh_config, text.encode())
 
     def connection_options(self, alias: str) -> str:
         return "-o UserKnownHostsFile=%s -o HostKeyAlias=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % (
@@ -170,7 +138,7 @@ class ControllerFiles:
         """Drop the VM's ssh config block and every host key pinned for its instances."""
         self._replace_block(name, "")
         pattern = re.compile(r"^gpuprov-%s-[0-9a-f]{12}$" % re.escape(name))
-        with _locked(self.known_hosts):
+        with locked(self.known_hosts):
             entries = self._read_known()
             kept = {alias: key for alias, key in entries.items() if not pattern.match(alias)}
             if kept != entries:

@@ -85,5 +85,3 @@ def merge(existing: Optional[Dict[str, Any]], new: Dict[str, Any], set_current: 
     if set_current or not merged.get("current-context"):
         merged["current-context"] = new.get("current-context")
     return merged
-
-

@@ -126,7 +126,7 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import search_argument_spec
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 
 
 def main():

@@ -1,4 +1,4 @@
-"""The logic of gpuprov.cloud.offers / instance / instance_info (module_utils/providers/primitives.py)
+"""The logic of gpuprov.cloud.offers / instance / instance_info (module_utils/primitives.py)
 against the local cloud (real sshd processes) and the AWS adapter on moto's EC2 server.
 
 The functions are what the modules' main() calls with the validated parameters, so
@@ -15,7 +15,8 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import primitives, registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     VM_NAME_TAG, Capabilities, ErrorKind, Location, Observed, Offer, Provider, Status,
 )

@@ -31,6 +31,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - gpuprov.cloud.controller
+  - gpuprov.cloud.provider.request
   - ansible.builtin.action_common_attributes.conn
 attributes:
   become:
@@ -61,23 +62,6 @@ options:
     type: list
     elements: str
     default: [local]
-  gpu:
-    description:
-      - The GPU model, for example V(H100), V(A100-80GB), V(L4). Unset or V(none) asks for no GPU.
-    type: str
-  gpu_count:
-    description: Number of GPUs; at least 1.
-    type: int
-    default: 1
-  regions:
-    description: Regions to consider; empty means each cloud's documented default list.
-    type: list
-    elements: str
-    default: []
-  spot:
-    description: Ask for spot / preemptible capacity where the cloud has it.
-    type: bool
-    default: false
   retry_until_up:
     description:
       - When every offer is exhausted, plan again after 30 seconds instead of failing, until the VM is up or

@@ -76,4 +76,4 @@ class Harness:
 
     def new_provider(self) -> Provider:
         """A fresh adapter instance on the same fake, as after a controller crash."""
-        return adapter_class(self.provider)(dict(self.provider.options))
+        return adapter_class(self.provider)(dict(self.provider.options), journal_id=self.provider.journal_id)

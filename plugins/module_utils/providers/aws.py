@@ -56,7 +56,7 @@ import ipaddress
 import json
 import os
 import urllib.error
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
@@ -127,9 +127,10 @@ def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instanc
 
 class AwsProvider(Provider):
     name = "aws"
+    secret_options = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
-    def __init__(self, options=None):
-        super().__init__(options)
+    def __init__(self, options=None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
         if not HAS_BOTO3:
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "clouds: the aws adapter requires boto3; pip install -r requirements.txt")

@@ -21,6 +21,10 @@ from typing import Any, Dict, List, Optional
 # The tag/label every resource of a VM carries; observe, crash adoption and the
 # orphan sweep find resources by it.
 VM_NAME_TAG = "gpuprov-vm-name"
+# The tag/label naming the journal that made a resource (its ``journal_id``). Adoption,
+# teardown and cleanup take only resources carrying their own journal's id (or none:
+# resources made before journal ids existed stay adoptable by name).
+JOURNAL_ID_TAG = "gpuprov-journal-id"
 
 # DNS label: lowercase letters, digits and '-', 1..63, not starting/ending with '-'.
 _VM_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -145,11 +149,27 @@ class Observed(_Record):
     reason: Optional[str] = None      # set with Status.FAILED (and useful otherwise)
     endpoint: Optional[SshEndpoint] = None
     location: Optional[Location] = None
+    # The JOURNAL_ID_TAG the instance carries; None for an instance made before journal ids.
+    journal_id: Optional[str] = None
 
     @property
     def usable(self) -> bool:
         """Booted from the core's point of view: Running with an SSH endpoint."""
         return self.status == Status.RUNNING and self.endpoint is not None
+
+    @property
+    def leaving(self) -> bool:
+        """On its way out: a delete needs no repeating."""
+        return self.status in (Status.TERMINATING, Status.STOPPING)
+
+    @property
+    def live(self) -> bool:
+        """Booting or running: worth adopting (neither leaving, stopped nor failed)."""
+        return self.status in (Status.PENDING, Status.RUNNING)
+
+    def owned_by(self, journal_id: Optional[str]) -> bool:
+        """True when this journal may adopt or delete it: its own id, or no id (legacy)."""
+        return self.journal_id is None or self.journal_id == journal_id
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +182,7 @@ class Observed(_Record):
             instance_id=data["instance_id"], status=data["status"], reason=data.get("reason"),
             endpoint=SshEndpoint.from_dict(endpoint) if endpoint else None,
             location=Location.from_dict(location) if location else None,
+            journal_id=data.get("journal_id"),
         )
 
 
@@ -269,9 +290,22 @@ class Provider:
     """Base of every adapter. Subclasses set ``name`` and implement the primitives."""
 
     name = "abstract"
+    # Options that are credentials: never journalled (the rest are, so that later steps
+    # such as ``down`` reach the VM where it was made).
+    secret_options: tuple = ()
 
-    def __init__(self, options: Optional[Dict[str, Any]] = None):
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         self.options = dict(options or {})
+        # The id of the journal this adapter works for: prepare/create tag every resource
+        # with it (JOURNAL_ID_TAG); cleanup removes only side resources carrying it or none.
+        self.journal_id = journal_id
+
+    def identity_tags(self, vm_name: str) -> Dict[str, str]:
+        """The tags/labels every resource of ``vm_name`` carries."""
+        tags = {VM_NAME_TAG: vm_name}
+        if self.journal_id:
+            tags[JOURNAL_ID_TAG] = self.journal_id
+        return tags
 
     def capabilities(self) -> Capabilities:
         return Capabilities()

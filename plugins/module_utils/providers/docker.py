@@ -237,8 +237,8 @@ class DockerProvider(Provider):
 
     name = CLOUD
 
-    def __init__(self, options: Optional[Dict[str, Any]] = None):
-        super().__init__(options)
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
         if not HAS_DOCKER:
             raise ProviderError(
                 ErrorKind.INVALID_REQUEST,

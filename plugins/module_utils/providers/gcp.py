@@ -120,9 +120,10 @@ def _metadata_user(instance) -> Optional[str]:
 
 class GcpProvider(Provider):
     name = "gcp"
+    secret_options = ("credentials_file",)
 
-    def __init__(self, options: Optional[Dict[str, Any]] = None):
-        super().__init__(options)
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
         if not HAS_GCP:
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "clouds: the gcp adapter requires google-cloud-compute; pip install -r "

@@ -63,8 +63,8 @@ def _default_root() -> str:
 class LocalProvider(Provider):
     name = "local"
 
-    def __init__(self, options: Optional[Dict[str, Any]] = None):
-        super().__init__(options)
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
         self.root = os.path.abspath(os.path.expanduser(self.options.get("root") or _default_root()))
         self.user = self.options.get("user") or getpass.getuser()
 

@@ -35,7 +35,8 @@ def known_clouds():
     return sorted(ADAPTERS)
 
 
-def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None) -> Provider:
+def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None,
+                 journal_id: Optional[str] = None) -> Provider:
     """Instantiate the adapter for ``cloud`` or raise InvalidRequest naming the field."""
     if cloud not in ADAPTERS:
         raise ProviderError(
@@ -52,4 +53,4 @@ def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None) -> Provid
             "clouds: the %s adapter cannot load (%s); install the controller requirements "
             "(pip install -r requirements.txt)" % (cloud, exc),
         )
-    return getattr(module, class_name)(options)
+    return getattr(module, class_name)(options, journal_id=journal_id)

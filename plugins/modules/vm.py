@@ -53,6 +53,10 @@ options:
   state:
     description:
       - V(present) provisions (or reuses) the VM; V(absent) tears down everything the journal knows of it.
+      - V(absent) while another run is still provisioning the same name (for example a search with
+        O(retry_until_up)) asks that run, through the journal, to stop at its next step, waits until it has
+        stopped and compensated, then tears down whatever remains. It never reports success while a VM of
+        this name can still appear.
     type: str
     choices: [present, absent]
     default: present
@@ -66,6 +70,15 @@ options:
     description:
       - When every offer is exhausted, plan again after 30 seconds instead of failing, until the VM is up or
         the task is interrupted.
+    type: bool
+    default: false
+  recreate:
+    description:
+      - What to do when the journal already has a VM of this name that does not satisfy the request (another
+        O(gpu) or O(gpu_count), a cloud not in O(clouds), a region not in O(regions), another O(spot)).
+      - V(false) fails, naming each differing field, and leaves the VM as it is.
+      - V(true) tears the old VM down first, then provisions one that matches. A VM that matches is always
+        kept, so leaving V(true) in a playbook does not replace the VM on every run.
     type: bool
     default: false
   boot_timeout:

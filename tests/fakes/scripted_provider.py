@@ -27,7 +27,7 @@ import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Provider,
+    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Provider,
     ProviderError, ResourceRequest, SshEndpoint, Status,
 )
 
@@ -266,7 +266,7 @@ class ScriptedProvider(Provider):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "security group %s does not exist"
                                     % prepared.get("security_group"))
             inst = self._new_instance(spec.vm_name, offer.location, offer.offer_id, self._profile_for(offer),
-                                      dict(spec.labels))
+                                      self.identity_tags(spec.vm_name))
             self.created.append(inst.instance_id)
             return inst.instance_id
         return self._call("create", offer, effect, offer, prepared, spec)
@@ -286,7 +286,8 @@ class ScriptedProvider(Provider):
                     self.vanish(inst.instance_id)
                     continue
                 endpoint = SshEndpoint(inst.host, 22, "ubuntu") if usable else None
-                found.append(Observed(inst.instance_id, status, reason, endpoint, location))
+                found.append(Observed(inst.instance_id, status, reason, endpoint, location,
+                                      journal_id=inst.tags.get(JOURNAL_ID_TAG)))
             return found
         return self._call("observe", location, effect, location, vm_name)
 
@@ -310,7 +311,8 @@ class ScriptedProvider(Provider):
         self._check_location(location)
 
         def effect():
-            if self.live(vm_name, location):
+            # Only this journal's instances use this journal's security group.
+            if [i for i in self.live(vm_name, location) if i.tags.get(JOURNAL_ID_TAG) in (None, self.journal_id)]:
                 raise ProviderError(ErrorKind.TRANSIENT, "security group of %s at %s is still in use"
                                     % (vm_name, location))
             sg = self.side.pop((vm_name, str(location)), None)
@@ -402,6 +404,9 @@ class World:
         from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
         self.clock = FakeClock()
+        self.journal = Journal(str(tmp_path / "journal.sqlite"), clock=self.clock)
+        for provider in providers:
+            provider.journal_id = self.journal.journal_id
         self.ssh = FakeSsh()
         self.providers = {p.cloud: p for p in providers}
         defaults = dict(ssh_timeout=20.0, teardown_timeout=60.0, step_attempts=5, teardown_attempts=3,
@@ -412,8 +417,8 @@ class World:
             request=ResourceRequest(vm_name=vm_name, gpu="H100"),
             spec=InstanceSpec(vm_name=vm_name, ssh_public_key="ssh-ed25519 AAAAC3Nza test@ctl", ssh_user="ubuntu"),
             **defaults)
-        self.ctx = VmContext(self.settings, files=None, ssh_check=self.ssh, providers=dict(self.providers))
-        self.journal = Journal(str(tmp_path / "journal.sqlite"), clock=self.clock)
+        self.ctx = VmContext(self.settings, files=None, ssh_check=self.ssh, providers=dict(self.providers),
+                             journal_id=self.journal.journal_id)
         self.name = vm_name
 
     def executor(self, machine, before_commit=None, cancel=None):

@@ -568,8 +568,29 @@ def test_without_wait_poll_the_cancel_tokens_wait_is_used(journal, clock):
     machine = ScriptedMachine({"A": [Poll(3, "a"), Retry("r"), Poll(2, "b"), Next({"kind": "Done"})]},
                               policy=RetryPolicy(max_attempts=5, initial_backoff=1.0, jitter=0.0))
     executor(journal, machine, clock, cancel=token).run(KEY, scripted_initial())
-    assert token.waits == [3, 1.0, 2]
+    # Waits run in slices of at most CANCEL_CHECK_S, checking the journal for a cancel between them.
+    assert token.waits == [1.0] * 6
     assert [s for _x1, s, _x2 in machine.seen] == [0, 3, 4, 6]
+
+
+def test_a_cancel_asked_through_the_journal_ends_a_wait_within_one_slice(journal, clock):
+    class CancellableMachine(ScriptedMachine):
+        def on_cancel(self, state):
+            return {"kind": "Cancelled"}
+
+    class AskingToken(FakeWaitToken):
+        def wait(self, seconds):
+            if len(self.waits) == 2:
+                assert journal.request_cancel(KEY, ex.owner, "cancelled: down requested by test")
+            return super().wait(seconds)
+
+    token = AskingToken(clock)
+    ex = executor(journal, CancellableMachine({"A": [Poll(600, "long wait")]}), clock, cancel=token)
+    outcome = ex.run(KEY, scripted_initial())
+
+    assert outcome.state == {"kind": "Cancelled"} and outcome.cancelled
+    assert token.waits == [1.0, 1.0, 1.0]   # asked during the third slice: it ends with that slice
+    assert journal.events(KEY)[-1]["note"] == "cancelled: down requested by test"
 
 
 # -- cancellation ---------------------------------------------------------------------------------

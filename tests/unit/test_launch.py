@@ -395,7 +395,7 @@ def test_delete_failing_past_the_budget_ends_in_leaked_naming_location_and_ids(t
 
     iid = p.created[0]
     assert out.state["kind"] == "Leaked" and out.label == "Leaked" and w.row().terminal
-    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid], "created": True}]
     assert "api 503" in out.state["reason"] and "Requesting" in out.state["reason"]
     assert p.calls["delete"] == 3                    # teardown_attempts
     assert live_ids(p) == [iid]                      # it really is still there
@@ -431,7 +431,7 @@ def test_instance_that_never_goes_away_leaks_and_down_resolves_it(tmp_path):
 
     iid = p.created[0]
     assert out.state["kind"] == "Leaked"
-    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid], "created": True}]
     assert "still present after 60 s" in out.state["reason"]
     assert w.transitions()[-1] == ("Compensating/AwaitingGone", "Leaked")
     assert p.calls["delete"] == 1                    # Terminating: not re-requested while waiting
@@ -441,7 +441,7 @@ def test_instance_that_never_goes_away_leaks_and_down_resolves_it(tmp_path):
 
     assert down.state["kind"] == "Done" and w.row().kind == "teardown" and w.row().terminal
     assert w.path(since_begin=True) == ["Requesting", "AwaitingGone", "CleaningUp", "Done"]
-    assert down.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid]}]
+    assert down.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [iid], "created": True}]
     w.assert_clean()
 
     # And a launch after the down starts afresh.
@@ -607,7 +607,7 @@ def test_reused_vm_with_a_host_key_mismatch_is_kept(tmp_path):
     assert p.calls["delete"] == 0 and live_ids(p) == [vm["instance_id"]]
     # down still knows what to remove.
     assert launch.owned_targets(w.row().state, w.row().kind) == [
-        {"location": LOC_A1.to_dict(), "instance_ids": [vm["instance_id"]]}]
+        {"location": LOC_A1.to_dict(), "instance_ids": [vm["instance_id"]], "created": True}]
 
 
 def test_reconciling_fails_closed_when_the_journalled_vm_cannot_be_observed(tmp_path):

@@ -64,7 +64,7 @@ def test_teardown_requests_awaits_cleans_up_and_is_done(tmp_path):
     out = w.down(targets=[tgt(LOC, [iid])])
 
     assert out.state["kind"] == "Done" and out.label == "Done"
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
     assert p.ops("delete") == [(str(LOC), (iid,))]
     assert p.ops("cleanup") == [(str(LOC),)]
     assert iid in p.gone and p.side_removed
@@ -218,7 +218,7 @@ def test_a_launch_after_an_interrupted_down_finishes_the_teardown_first(tmp_path
 
 # --- failures: Leaked ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", [ErrorKind.TRANSIENT, ErrorKind.CREDENTIALS, ErrorKind.FAILED])
+@pytest.mark.parametrize("kind", [ErrorKind.TRANSIENT, ErrorKind.FAILED])
 def test_delete_failing_past_the_budget_is_leaked_and_the_next_down_resolves_it(tmp_path, kind):
     p = ScriptedProvider(A)
     iid = provisioned(p, LOC)
@@ -228,7 +228,7 @@ def test_delete_failing_past_the_budget_is_leaked_and_the_next_down_resolves_it(
     out = w.down(targets=[tgt(LOC, [iid])])
 
     assert out.state["kind"] == "Leaked" and w.row().terminal
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
     assert out.state["reason"] == "teardown failed in Requesting: %s: delete refused" % kind
     assert p.calls["delete"] == 4 and iid in p.instances
     assert len([e for e in w.events() if e["event"] == "retry"]) == 4
@@ -240,6 +240,27 @@ def test_delete_failing_past_the_budget_is_leaked_and_the_next_down_resolves_it(
 
     assert again.state["kind"] == "Done" and not again.resumed
     assert w.path(since_begin=True) == ["Requesting", "AwaitingGone", "CleaningUp", "Done"]
+    w.assert_clean()
+
+
+def test_refused_credentials_are_leaked_at_once_and_the_next_down_resolves_it(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(ErrorKind.CREDENTIALS, "delete refused"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=4)
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    # Retrying cannot fix credentials: say so at once, naming what may still bill.
+    assert out.state["kind"] == "Leaked" and w.row().terminal
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
+    assert out.state["reason"] == "teardown cannot proceed: Credentials: delete refused"
+    assert p.calls["delete"] == 1 and iid in p.instances and not w.clock.waits
+
+    p.clear()
+    again = w.down()
+
+    assert again.state["kind"] == "Done"
     w.assert_clean()
 
 
@@ -263,7 +284,7 @@ def test_an_instance_that_never_goes_away_is_leaked_after_the_timeout(tmp_path):
     out = w.down(targets=[tgt(LOC)])
 
     assert out.state["kind"] == "Leaked"
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
     assert out.state["reason"] == "instances still present after 60 s: fakea/r1/r1-a [%s]" % iid
     assert sum(w.clock.waits) > 60.0 and w.clock.waits == [5.0] * 13
     assert p.calls["cleanup"] == 0                   # never cleans up under a live instance
@@ -282,7 +303,7 @@ def test_cleanup_failing_past_the_budget_is_leaked(tmp_path):
 
     assert out.state["kind"] == "Leaked" and "CleaningUp" in out.state["reason"]
     assert iid in p.gone and p.side                   # only the security group is left
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
     p.clear()
     assert w.down().state["kind"] == "Done"
     w.assert_clean()
@@ -297,7 +318,7 @@ def test_leaked_names_the_ids_found_by_identity(tmp_path):
     out = w.down(targets=[tgt(LOC)])                 # the id was never journalled
 
     assert out.state["kind"] == "Leaked"
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
 
 
 def test_cancel_does_not_stop_a_teardown(tmp_path):
@@ -323,7 +344,7 @@ def test_down_of_a_ready_vm_then_a_fresh_launch(tmp_path):
     out = w.down()
 
     assert out.state["kind"] == "Done"
-    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid]}]
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
     assert out.state["reason"] == "down requested"
     w.assert_clean()
     again = w.launch()
@@ -367,7 +388,7 @@ def test_down_of_a_launch_killed_while_compensating_finishes_it(tmp_path):
         w.launch()
     w.clock.on_wait = None
     assert launch.owned_targets(w.row().state, w.row().kind) == [
-        {"location": LOC.to_dict(), "instance_ids": [p.created[0]]}]
+        {"location": LOC.to_dict(), "instance_ids": [p.created[0]], "created": True}]
 
     out = w.down()
 

@@ -15,6 +15,9 @@ Invariants (the seed's 4.2):
     ``on_cancel`` maps the state, and the machine runs on to a terminal state.
   * A run holds a lease on its key; a lost lease stops it before the next step,
     and every write is fenced by version and lease in the journal.
+  * Another run (``down``) may ask the lease holder to stop through the journal
+    (``Journal.request_cancel``): that is a cancellation like a signal, seen at the
+    next step boundary and within about a second of any wait.
 """
 
 from __future__ import annotations
@@ -154,6 +157,11 @@ class StepCx:
         return self._executor.journal
 
     @property
+    def owner(self) -> str:
+        """The lease owner this run writes as."""
+        return self._executor.owner
+
+    @property
     def cancelled(self) -> bool:
         return self._executor.cancel.requested
 
@@ -212,11 +220,33 @@ class Executor:
         self.rng = rng or random.Random()
         self.use_heartbeat = heartbeat
         self._heartbeat: Optional[_Heartbeat] = None
+        self.cancel_reason = "cancelled by interrupt"
+
+    # How often a waiting run looks for a cancellation asked through the journal.
+    CANCEL_CHECK_S = 1.0
 
     def fence(self, key: str) -> None:
         if (self._heartbeat is not None and self._heartbeat.lost) or not self.journal.holds(key, self.owner):
             raise LeaseLost("%s: the lease was taken over by another run; stopping before any further "
                             "cloud call" % key)
+
+    def _journal_cancel(self, key: str) -> bool:
+        """Turn a cancellation asked through the journal into this run's cancel request."""
+        if self.cancel.requested:
+            return True
+        reason = self.journal.cancel_request(key, self.owner)
+        if reason:
+            self.cancel_reason = reason
+            self.cancel.request()
+        return self.cancel.requested
+
+    def _cancellable_wait(self, key: str, seconds: float) -> None:
+        """Sleep up to ``seconds``, ending early on a signal or a journal cancellation."""
+        deadline = self.clock() + max(0.0, seconds)
+        while True:
+            left = deadline - self.clock()
+            if left <= 0 or self.cancel.wait(min(left, self.CANCEL_CHECK_S)) or self._journal_cancel(key):
+                return
 
     def _emit(self, kind: str, **data: Any) -> None:
         try:
@@ -269,7 +299,7 @@ class Executor:
             elif cancel_mapped:
                 calm.wait(max(0.0, seconds))  # compensation keeps its pace after a cancel
             else:
-                self.cancel.wait(seconds)  # returns early when a cancel arrives
+                self._cancellable_wait(key, seconds)
 
         transitions = 0
         entered = self.clock()
@@ -277,12 +307,12 @@ class Executor:
         last_poll_note = None
         while not machine.is_terminal(state):
             self.fence(key)
-            if self.cancel.requested and not cancel_mapped:
+            if not cancel_mapped and self._journal_cancel(key):
                 cancel_mapped = True
                 mapped = machine.on_cancel(state)
-                self._emit("cancel", label=machine.label(state))
+                self._emit("cancel", label=machine.label(state), reason=self.cancel_reason)
                 if mapped is not None and mapped != state:
-                    version = self._commit(key, version, state, mapped, "cancelled by interrupt")
+                    version = self._commit(key, version, state, mapped, self.cancel_reason)
                     state, entered, attempts, last_poll_note = mapped, self.clock(), 0, None
                     transitions += 1
                     continue

@@ -13,6 +13,7 @@ VM_ARGUMENT_SPEC = search_argument_spec(
     name=dict(type="str", required=True),
     state=dict(type="str", default="present", choices=["present", "absent"]),
     retry_until_up=dict(type="bool", default=False),
+    recreate=dict(type="bool", default=False),
     boot_timeout=dict(type="int"),
     ssh_timeout=dict(type="int", default=300),
     teardown_timeout=dict(type="int", default=600),

@@ -9,10 +9,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import SECRET_OPTION
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Capabilities, InstanceSpec, Provider, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+
+
+def journalled_options(provider: Provider, options: Dict[str, Any]) -> Dict[str, Any]:
+    """The adapter options that may be journalled: everything but credentials."""
+    secret = set(provider.secret_options)
+    return {k: v for k, v in (options or {}).items() if k not in secret and not SECRET_OPTION.search(k)}
 
 
 @dataclasses.dataclass
@@ -31,23 +38,55 @@ class VmSettings:
     teardown_attempts: int = 8
     # The boot script is the k3s installer (k8s not false): only clouds that can host k3s get it.
     boot_script_is_k3s: bool = False
+    # A journalled VM that does not match the request is torn down and made anew (else: an error).
+    recreate: bool = False
 
 
 class VmContext:
-    """Settings + adapters + controller files (ssh config, known_hosts) + SSH check."""
+    """Settings + adapters + controller files (ssh config, known_hosts) + SSH check.
+
+    Adapter options: the journal keeps, per VM and cloud, the non-secret options its
+    resources were made with (``journalled``). Every step reaches the cloud with those,
+    overlaid on this run's options (which bring the credentials), so a later ``down``
+    or re-run looks where the VM really is. Planning a new search adopts this run's
+    options (``adopt_current_options``)."""
 
     def __init__(self, settings: VmSettings, files=None,
                  ssh_check: Optional[Callable[..., Any]] = None,
-                 providers: Optional[Dict[str, Provider]] = None):
+                 providers: Optional[Dict[str, Provider]] = None,
+                 journal_id: Optional[str] = None,
+                 journalled: Optional[Dict[str, Dict[str, Any]]] = None):
         self.settings = settings
         self.files = files          # vm.ssh.ControllerFiles, or None in pure machine tests
         self.ssh_check = ssh_check  # callable(endpoint, alias) -> host key fingerprint
+        self.journal_id = journal_id
+        self.journalled: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in (journalled or {}).items()}
+        self._fixed = set(providers or {})  # injected adapters (tests) are kept as given
         self._providers: Dict[str, Provider] = dict(providers or {})
+
+    def options(self, cloud: str) -> Dict[str, Any]:
+        """This run's options for ``cloud`` with the journalled ones on top."""
+        merged = dict(self.settings.cloud_options.get(cloud) or {})
+        merged.update(self.journalled.get(cloud) or {})
+        return merged
 
     def provider(self, cloud: str) -> Provider:
         if cloud not in self._providers:
-            self._providers[cloud] = registry.get_provider(cloud, self.settings.cloud_options.get(cloud))
+            self._providers[cloud] = registry.get_provider(cloud, self.options(cloud), journal_id=self.journal_id)
         return self._providers[cloud]
+
+    def adopt_current_options(self) -> Dict[str, Dict[str, Any]]:
+        """A new search reaches every cloud with this run's options; returns what to journal."""
+        adopted = {}
+        for cloud in self.settings.clouds:
+            provider = self._providers.get(cloud) if cloud in self._fixed else None
+            current = dict(self.settings.cloud_options.get(cloud) or {})
+            if provider is None:
+                provider = registry.get_provider(cloud, current, journal_id=self.journal_id)
+                self._providers[cloud] = provider
+            adopted[cloud] = journalled_options(provider, current)
+        self.journalled = {k: dict(v) for k, v in adopted.items()}
+        return adopted
 
     def capabilities(self, cloud: str) -> Capabilities:
         return self.provider(cloud).capabilities()

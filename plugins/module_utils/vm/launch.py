@@ -37,8 +37,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown as td
 
 TERMINAL = ("Ready", "Aborted", "Leaked")
-# Compensation continues with one of these once the teardown is Done.
-AFTER_COMPENSATION = ("NextOffer", "Aborted", "Planning")
+# Attempt states: each may own resources at its offer's location.
+ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
 
 
 class SshNotReady(Exception):
@@ -116,10 +116,39 @@ def owned_targets(state: Optional[Dict[str, Any]], kind: Optional[str]) -> List[
         out = td.merge_targets(out, state["targets"])
     if state.get("teardown"):
         out = td.merge_targets(out, state["teardown"]["targets"])
-    if state.get("search") and state["kind"] in ("Preparing", "Creating", "Booting", "Connecting"):
+    if state.get("search") and state["kind"] in ATTEMPT:
         offer = _offer(state)
         ids = [state["instance_id"]] if state.get("instance_id") else []
-        out = td.merge_targets(out, [td.target(Offer.from_dict(offer).location.to_dict(), ids)])
+        # Creating is journalled before the create call: from there on, an instance may exist.
+        created = state["kind"] != "Preparing"
+        out = td.merge_targets(out, [td.target(Offer.from_dict(offer).location.to_dict(), ids, created)])
+    return out
+
+
+def request_of(settings) -> Dict[str, Any]:
+    """What a VM was asked for, kept in its journalled record to judge a later request."""
+    request = settings.request
+    return {"gpu": request.gpu, "gpu_count": request.gpu_count, "clouds": list(settings.clouds),
+            "regions": list(request.regions), "spot": bool(request.spot)}
+
+
+def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
+    """Why the journalled ``vm`` does not satisfy this run's request (empty: it does),
+    one phrase per differing field."""
+    request = settings.request
+    location = vm["location"]
+    out = []
+    if request.gpu and vm.get("gpu") != request.gpu:
+        out.append("gpu: the VM has %s, the request asks for %s" % (vm.get("gpu") or "no GPU", request.gpu))
+    if request.gpu and (vm.get("gpu_count") or 0) != request.gpu_count:
+        out.append("gpu_count: the VM has %s, the request asks for %d" % (vm.get("gpu_count") or 0, request.gpu_count))
+    if location["cloud"] not in settings.clouds:
+        out.append("clouds: the VM is on %s, the request allows %s" % (location["cloud"], ", ".join(settings.clouds)))
+    if request.regions and location["region"] not in request.regions and location.get("zone") not in request.regions:
+        out.append("regions: the VM is in %s, the request allows %s" % (location["region"], ", ".join(request.regions)))
+    if bool(vm.get("spot")) != bool(request.spot):
+        out.append("spot: the VM is %s, the request asks for %s" % (
+            "spot" if vm.get("spot") else "on-demand", "spot" if request.spot else "on-demand"))
     return out
 
 
@@ -140,7 +169,7 @@ class LaunchMachine(Machine):
         kind = state["kind"]
         if kind == "Compensating":
             return "Compensating/%s" % state["teardown"]["kind"]
-        if state.get("search") and kind in ("Preparing", "Creating", "Booting", "Connecting"):
+        if state.get("search") and kind in ATTEMPT:
             search = state["search"]
             offer_id = Offer.from_dict(_offer(state)).offer_id
             return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, len(search["offers"]), offer_id)
@@ -154,8 +183,7 @@ class LaunchMachine(Machine):
     def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
         kind = state["kind"]
         if kind == "Compensating":
-            leaked = self.teardown.on_retries_exhausted(state["teardown"], last_error)
-            return self._leaked(leaked)
+            return self._after_teardown(state, self.teardown.on_retries_exhausted(state["teardown"], last_error)).state
         if kind == "Reconciling":
             # Fail closed: never plan a second VM while the first one's fate is unknown.
             return {"kind": "Aborted", "reason": "cannot reconcile the journalled VM: %s" % last_error,
@@ -165,7 +193,12 @@ class LaunchMachine(Machine):
                                    "planning failed: %s" % last_error)
         if kind == "Connecting" and state.get("reused"):
             return self._keep_reused(state, "SSH login kept failing: %s" % last_error)
-        if kind in ("Preparing", "Creating", "Booting", "Connecting"):
+        if kind in ("Preparing", "Creating"):
+            # The cloud kept failing transiently (unreachable, throttling): block all of it for
+            # the rest of this search and try the next cloud.
+            return self._compensate(state, "NextOffer", _error(
+                ErrorKind.FAILED, "%s did not answer: %s" % (_offer(state)["cloud"], last_error), BlockScope.CLOUD))
+        if kind in ATTEMPT:
             return self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, last_error))
         return {"kind": "Aborted", "reason": last_error}
 
@@ -179,7 +212,7 @@ class LaunchMachine(Machine):
             return aborted
         if kind == "Connecting" and state.get("reused"):
             return self._keep_reused(state, "cancelled by the user")
-        if kind in ("Preparing", "Creating", "Booting", "Connecting"):
+        if kind in ATTEMPT:
             return self._compensate(state, "Aborted", None, reason="cancelled by the user")
         if kind == "Compensating" and state["then"] != "Aborted":
             return dict(state, then="Aborted", reason="cancelled by the user")
@@ -233,8 +266,19 @@ class LaunchMachine(Machine):
         vm = (previous or {}).get("vm")
         if vm:
             location = Location.from_dict(vm["location"])
-            found = self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
+            found = [o for o in self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
+                     if o.owned_by(self.ctx.journal_id)]
             mine = [o for o in found if o.instance_id == vm["instance_id"]]
+            differs = request_mismatch(vm, self.ctx.settings)
+            if differs and mine and self.ctx.settings.recreate:
+                why = "recreate: the VM does not match the request (%s)" % "; ".join(differs)
+                stale = td.merge_targets(owned_targets(previous, previous_kind),
+                                         [td.target(vm["location"], [o.instance_id for o in found])])
+                return Next(self._compensate(state, "Planning", None, reason=why, targets=stale), why)
+            if differs and mine:
+                why = ("%s exists but does not match the request: %s; set recreate: true to replace it, or ask "
+                       "for what it has" % (self.ctx.settings.vm_name, "; ".join(differs)))
+                return Next(self._keep_reused(dict(state, vm=vm), why), "request differs; VM kept")
             if mine and mine[0].usable:
                 return Next({"kind": "Connecting", "search": None, "vm": vm, "reused": True,
                              "instance_id": vm["instance_id"], "endpoint": mine[0].endpoint.to_dict()},
@@ -253,6 +297,10 @@ class LaunchMachine(Machine):
 
     def _step_Planning(self, state: Dict[str, Any], cx):
         settings = self.ctx.settings
+        # Journal the (non-secret) options this search reaches each cloud with, before any
+        # cloud call can make something: later steps and ``down`` look where it was made.
+        for cloud, options in sorted(self.ctx.adopt_current_options().items()):
+            cx.journal.set_options(cx.key, cx.owner, cloud, options)
         offers: List[Dict[str, Any]] = []
         history: List[Dict[str, Any]] = []
         errors: List[ProviderError] = []
@@ -305,11 +353,22 @@ class LaunchMachine(Machine):
         name = self.ctx.settings.vm_name
         try:
             # Observe first: a create whose commit was lost left an instance with our identity.
-            existing = [o for o in provider.observe(location, name)
-                        if o.status not in (Status.TERMINATING, Status.FAILED)]
-            if existing:
-                return Next(self._booting(state, existing[0].instance_id, adopted=True),
-                            "adopted %s (created by an earlier attempt)" % existing[0].instance_id)
+            found = provider.observe(location, name)
+            foreign = [o for o in found if not o.owned_by(self.ctx.journal_id)]
+            if foreign:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "%s exists on %s (%s), made by another controller "
+                                    "(journal %s); choose another name, or remove it from the controller that "
+                                    "made it" % (name, location, foreign[0].instance_id, foreign[0].journal_id))
+            live = [o for o in found if o.live]
+            if live:
+                return Next(self._booting(state, live[0].instance_id, adopted=True),
+                            "adopted %s (created by an earlier attempt)" % live[0].instance_id)
+            # A create interrupted half-way left something that will never boot: remove it and
+            # create afresh now, rather than adopt it and wait out a boot timeout.
+            broken = [o.instance_id for o in found if not o.leaving]
+            if broken:
+                cx.fence()
+                provider.delete(location, name, broken)
             cx.fence()
             instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.spec_for(offer["cloud"]))
         except ProviderError as exc:
@@ -394,6 +453,7 @@ class LaunchMachine(Machine):
         location = Offer.from_dict(offer).location.to_dict()
         endpoint = state["endpoint"]
         return {"name": self.ctx.settings.vm_name, "location": location, "instance_id": state["instance_id"],
+                "request": request_of(self.ctx.settings),
                 "instance_type": offer["instance_type"], "gpu": offer.get("gpu"),
                 "gpu_count": offer.get("gpu_count"), "spot": offer.get("spot", False),
                 "price_per_hour": offer.get("price_per_hour"),
@@ -436,18 +496,23 @@ class LaunchMachine(Machine):
         result = self.teardown.step(state["teardown"], cx)
         if not isinstance(result, Next):
             return result
-        inner = result.state
+        return self._after_teardown(state, result.state, result.note)
+
+    def _after_teardown(self, state: Dict[str, Any], inner: Dict[str, Any], note: str = "") -> Next:
+        """The launch state once its compensating teardown has moved to ``inner``."""
         if inner["kind"] == "Leaked":
-            return Next(self._leaked(inner), result.note or inner["reason"])
+            return Next(self._leaked(inner), note or inner["reason"])
         if inner["kind"] != "Done":
-            return Next(dict(state, teardown=inner), result.note)
+            return Next(dict(state, teardown=inner), note)
+        note = "compensated; " + (inner.get("reason") if inner.get("reason") != state["teardown"].get("reason")
+                                  else note or "")
         then = state["then"]
         if then == "NextOffer":
-            return Next(self._next_offer(state, state.get("error")), "compensated; " + (result.note or ""))
+            return Next(self._next_offer(state, state.get("error")), note)
         if then == "Planning":
-            return Next({"kind": "Planning", "round": 0}, "compensated; planning")
+            return Next({"kind": "Planning", "round": 0}, note + "; planning")
         return Next({"kind": "Aborted", "reason": state.get("reason") or "aborted", "targets": [],
-                     "search": state.get("search")}, "compensated; aborting")
+                     "search": state.get("search")}, note + "; aborting")
 
 
 def _empty_search(round_no: int) -> Dict[str, Any]:

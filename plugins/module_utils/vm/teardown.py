@@ -23,17 +23,23 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Location, ProviderError, Status,
+    Location, ProviderError,
 )
 
 TERMINAL = ("Done", "Leaked")
-# States in which the instance is already on its way out; anything else gets a
-# (repeated, idempotent) delete request while we wait.
-_LEAVING = (Status.TERMINATING, Status.STOPPING)
 
 
-def target(location: Dict[str, Any], instance_ids: Optional[List[str]] = None) -> Dict[str, Any]:
-    return {"location": dict(location), "instance_ids": sorted(set(instance_ids or []))}
+def target(location: Dict[str, Any], instance_ids: Optional[List[str]] = None,
+           created: bool = True) -> Dict[str, Any]:
+    """A location to clear. ``created`` False: no create call was ever made there, so at
+    most free side resources (a security group) can exist; it is never reported Leaked."""
+    return {"location": dict(location), "instance_ids": sorted(set(instance_ids or [])), "created": bool(created)}
+
+
+def created_at(t: Dict[str, Any]) -> bool:
+    """Whether a create call may have been made at the target (states journalled before
+    this flag existed say nothing: assume it was)."""
+    return bool(t.get("created", True) or t["instance_ids"])
 
 
 def merge_targets(*groups: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -44,8 +50,9 @@ def merge_targets(*groups: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             key = str(Location.from_dict(t["location"]))
             if key in out:
                 out[key]["instance_ids"] = sorted(set(out[key]["instance_ids"]) | set(t["instance_ids"]))
+                out[key]["created"] = out[key]["created"] or created_at(t)
             else:
-                out[key] = target(t["location"], t["instance_ids"])
+                out[key] = target(t["location"], t["instance_ids"], created_at(t))
     return list(out.values())
 
 
@@ -68,10 +75,20 @@ class TeardownMachine(Machine):
         return state["kind"]
 
     def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
+        if not any(created_at(t) for t in state["targets"]):
+            # Only side resources of a location that never saw a create: a short budget,
+            # so an unreachable cloud does not hold up the failover for minutes.
+            return RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=4.0)
         return RetryPolicy(max_attempts=self.ctx.settings.teardown_attempts, initial_backoff=2.0, max_backoff=30.0)
 
     def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
-        return self._leaked(state, state["targets"], "teardown failed in %s: %s" % (state["kind"], last_error))
+        reason = "teardown failed in %s: %s" % (state["kind"], last_error)
+        if not any(created_at(t) for t in state["targets"]):
+            # Leaked means "something may bill": nothing was ever created here.
+            return dict(state, kind="Done", reason="%s (no instance was ever requested at %s; side resources "
+                                                   "such as firewall rules may remain)"
+                        % (reason, _describe(state["targets"])))
+        return self._leaked(state, state["targets"], reason)
 
     def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         return None  # a teardown always runs to its end (bounded by its budget)
@@ -85,23 +102,30 @@ class TeardownMachine(Machine):
         try:
             return handler(state, cx)
         except ProviderError as exc:
-            # Every teardown failure is retried within the budget: a fatal kind here
-            # (say, expired credentials) still ends in Leaked, never in a silent Done.
+            if exc.fatal and any(created_at(t) for t in state["targets"]):
+                # Missing or refused credentials, a refused request: retrying cannot help, and
+                # the resources may still bill. Say so now, never a silent Done.
+                return Next(self._leaked(state, state["targets"], "teardown cannot proceed: %s" % exc), str(exc))
+            # Anything else is retried within the budget; its exhaustion ends in Leaked.
             return Retry(str(exc))
 
     def _observe_all(self, state: Dict[str, Any]):
-        """[(target, [Observed])] for every target location."""
+        """[(target, [Observed])] for every target location: only what this journal may
+        delete (its own journal id, or none: resources made before journal ids)."""
         name = state["vm_name"]
+        journal_id = getattr(self.ctx, "journal_id", None)
         found = []
         for t in state["targets"]:
             location = Location.from_dict(t["location"])
-            found.append((t, self.ctx.provider(location.cloud).observe(location, name)))
+            observed = self.ctx.provider(location.cloud).observe(location, name)
+            found.append((t, [o for o in observed if o.owned_by(journal_id)]))
         return found
 
     def _step_Requesting(self, state: Dict[str, Any], cx):
         name = state["vm_name"]
         found = self._observe_all(state)
-        merged = [target(t["location"], sorted(set(t["instance_ids"]) | {o.instance_id for o in observed}))
+        merged = [target(t["location"], sorted(set(t["instance_ids"]) | {o.instance_id for o in observed}),
+                         created_at(t) or bool(observed))
                   for t, observed in found]
         if merged != state["targets"]:
             # Journal every id found by identity before deleting, so a Leaked names them all.
@@ -113,7 +137,7 @@ class TeardownMachine(Machine):
             if ids:
                 cx.fence()
                 self.ctx.provider(location.cloud).delete(location, name, ids)
-            targets.append(target(t["location"], ids))
+            targets.append(target(t["location"], ids, created_at(t)))
         return Next(dict(state, kind="AwaitingGone", targets=targets),
                     "deletion requested for %s" % _describe(targets))
 
@@ -124,11 +148,11 @@ class TeardownMachine(Machine):
             if not observed:
                 continue
             location = Location.from_dict(t["location"])
-            again = [o.instance_id for o in observed if o.status not in _LEAVING]
+            again = [o.instance_id for o in observed if not o.leaving]
             if again:
                 cx.fence()
                 self.ctx.provider(location.cloud).delete(location, name, again)
-            remaining.append(target(t["location"], [o.instance_id for o in observed]))
+            remaining.append(target(t["location"], [o.instance_id for o in observed]))  # present: created
         if not remaining:
             return Next(dict(state, kind="CleaningUp"), "all instances gone")
         if cx.in_state > self.ctx.settings.teardown_timeout:

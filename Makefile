@@ -52,15 +52,15 @@ demo: dev
 	@command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { echo "demo: the local cloud needs sshd: apt-get install openssh-server"; exit 1; }
 	$(BIN)/ansible-galaxy collection build --force --output-path build/dist . >/dev/null
 	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-galaxy collection install --force build/dist/gpuprov-cloud-*.tar.gz
-	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.provision -e name=$(DEMO_NAME)
+	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.provision -e vm=$(DEMO_NAME)
 	@state=$${GPUPROV_HOME:-$${XDG_STATE_HOME:-$$HOME/.local/state}/gpuprov}; \
 	  echo; echo "The VM '$(DEMO_NAME)' is up. To ssh in:"; \
 	  echo "  ssh -F $$state/ssh_config $(DEMO_NAME)      (or add 'Include $$state/ssh_config' to ~/.ssh/config, then: ssh $(DEMO_NAME))"; \
 	  echo "Status:    . $(BIN)/activate; ansible-playbook gpuprov.cloud.status"; \
-	  echo "Tear down: . $(BIN)/activate; ansible-playbook gpuprov.cloud.down -e name=$(DEMO_NAME)   (or: make demo-down)"
+	  echo "Tear down: . $(BIN)/activate; ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)   (or: make demo-down)"
 
 demo-down: dev
-	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.down -e name=$(DEMO_NAME)
+	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)
 
 # The k3s role on its own (molecule, docker driver, offline with the locally built image).
 molecule: dev images

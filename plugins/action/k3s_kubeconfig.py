@@ -11,7 +11,8 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
-from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import write_private
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
@@ -38,24 +39,14 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="gpuprov.cloud.k3s_kubeconfig needs PyYAML on the controller")
             return result
         name = params["name"]
-        path = os.path.join(os.path.expanduser(params["dir"]), "gpuprov-%s.yaml" % name)
+        path = os.path.abspath(os.path.join(os.path.expanduser(params["dir"]), "gpuprov-%s.yaml" % name))
+        merge_path = os.path.abspath(os.path.expanduser(params["merge_path"])) if params["merge"] else None
         try:
             config = kubeconfig.for_vm(params["k3s_yaml"], name, params["server"])
-            text = kubeconfig.dump(config)
-            if self._task.check_mode:
-                changed = not os.path.exists(path) or open(path).read() != text
-            else:
-                changed = write_private(path, text)
-            merged = False
-            if params["merge"]:
-                target = os.path.expanduser(params["merge_path"])
-                existing = kubeconfig.load_file(target)
-                new = kubeconfig.dump(kubeconfig.merge(existing, config, params["set_current_context"]))
-                if existing is None or kubeconfig.dump(existing) != new:
-                    if not self._task.check_mode:
-                        write_private(target, new)
-                    merged = changed = True
-        except (kubeconfig.KubeconfigError, OSError) as exc:
+            # Recorded in the gpuprov state directory, where `down` looks for what to remove.
+            changed, merged = kubeconfig.write_for_vm(default_state_dir(), config, path, merge_path,
+                                                      params["set_current_context"], self._task.check_mode)
+        except (kubeconfig.KubeconfigError, PrivateFileError, OSError) as exc:
             result.update(failed=True, msg="kubeconfig for %s: %s" % (name, exc))
             return result
         result.update(changed=changed, path=path, context=name, server=params["server"], merged=merged,

@@ -162,7 +162,7 @@ class K3sRun(Ansible):
                  "k3s_api_timeout": 120, "k3s_validate_timeout": 60}
         if url:
             extra["k3s_binary_url"] = self.binaries.url
-        return self.playbook("provision", "-e", "name=%s" % name, "-e", "clouds=docker", "-e", json.dumps(extra),
+        return self.playbook("provision", "-e", "vm=%s" % name, "-e", "clouds=docker", "-e", json.dumps(extra),
                              *args, timeout=600, **kwargs)
 
     def journal(self, name):
@@ -268,7 +268,7 @@ def test_boot_route_kubeconfig_tunnel_and_noop_rerun(k3s):
         socket.create_connection((vm["ssh_host"], 6443), timeout=5).close()
     # ...but through gpuprov.cloud.tunnel (on a free local port) it answers, with the kubeconfig's credentials.
     port = validate.free_port()
-    tunnel = subprocess.Popen(k3s.command("tunnel", "-e", "name=%s" % name, "-e", "local_port=%d" % port),
+    tunnel = subprocess.Popen(k3s.command("tunnel", "-e", "vm=%s" % name, "-e", "local_port=%d" % port),
                               env=k3s.env, cwd=str(k3s.home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True)
     k3s.procs.append(tunnel)
@@ -346,9 +346,15 @@ def test_ssh_route_when_no_boot_script_failure_keeps_vm_and_rerun_reenters(k3s):
     assert seen[0] == "k3s:CheckingBootInstall" and seen[-1] == "k3s:Ready" and "k3s:Installing" not in seen
     assert vm["detail"]["k3s"]["route"] == "ssh"          # installed over SSH by the first run
 
-    down = k3s.playbook("down", "-e", "name=%s" % name)
+    down = k3s.playbook("down", "-e", "vm=%s" % name)
     assert down.rc == 0, down
     assert k3s.containers(name) == []
+    # The cluster-admin credentials go with the VM: its kubeconfig and its merged cluster/user/context.
+    assert not (k3s.kube / ("gpuprov-%s.yaml" % name)).exists()
+    left = load_kubeconfig(merge)
+    for section in ("clusters", "users", "contexts"):
+        assert name not in [e["name"] for e in left.get(section) or []], section
+    assert left.get("current-context") != name and stat.S_IMODE(os.stat(merge).st_mode) == 0o600
 
 
 def test_failed_boot_install_is_pushed_over_ssh(k3s):
@@ -389,14 +395,14 @@ def test_missing_san_is_fixed_by_one_installer_rerun(k3s):
 
 def test_local_cloud_skips_k3s_with_a_note_and_rejects_k8s_true_up_front(ansible):
     name = "%s-local-%s" % (PREFIX, uuid.uuid4().hex[:4])
-    rejected = ansible.playbook("provision", "-e", "name=%s" % name, "-e", "k8s=true")
+    rejected = ansible.playbook("provision", "-e", "vm=%s" % name, "-e", "k8s=true")
     assert rejected.rc != 0, rejected
     assert "k8s: none of the clouds (local) can host k3s" in rejected.out, rejected
     assert ansible.live_sshd() == []          # nothing was created
-    up = ansible.playbook("provision", "-e", "name=%s" % name)
+    up = ansible.playbook("provision", "-e", "vm=%s" % name)
     try:
         assert up.rc == 0, up
         assert "k3s skipped: the local cloud cannot host it" in up.out, up
         assert "k3s_probe" not in up.out and "Boot check" not in up.out
     finally:
-        assert ansible.playbook("down", "-e", "name=%s" % name).rc == 0
+        assert ansible.playbook("down", "-e", "vm=%s" % name).rc == 0

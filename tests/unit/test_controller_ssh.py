@@ -6,15 +6,21 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, ResourceRequest, SshEndpoint,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import HostKeyMismatch, SshNotReady
+
+
+# How long a just-created local VM's sshd may take to listen (long on a loaded CI machine).
+SSHD_START_S = 60
 
 
 def _mode(path) -> int:
@@ -99,14 +105,15 @@ def test_ssh_check_logs_in_and_pins(local_vm):
     provider, location, instance, files = local_vm
     checker = ssh.SshChecker(files, timeout=5)
     endpoint = _endpoint(provider, location, instance)
-    for _attempt in range(200):     # sshd may need a moment to bind after create
+    deadline = time.monotonic() + SSHD_START_S    # sshd may need a moment to bind after create
+    while True:
         try:
             fingerprint = checker(endpoint, "gpuprov-sshcheck-000000000000")
             break
         except SshNotReady:
-            continue
-    else:
-        pytest.fail("sshd never accepted the login")
+            if time.monotonic() > deadline:
+                pytest.fail("sshd never accepted the login")
+            time.sleep(0.1)
     assert fingerprint.startswith("ssh-ed25519 SHA256:")
     assert files.known_key("gpuprov-sshcheck-000000000000")[0] == "ssh-ed25519"
     assert checker(endpoint, "gpuprov-sshcheck-000000000000") == fingerprint   # pinned key matches
@@ -118,10 +125,12 @@ def test_ssh_check_refuses_a_changed_host_key(local_vm):
               "AAAAC3NzaC1lZDI1NTE5AAAAIB7k2nRbRwx9ZLMWKp3yjhQ8p0h5l3Y2rT7a0mK5Xy0a")
     checker = ssh.SshChecker(files, timeout=5)
     endpoint = _endpoint(provider, location, instance)
-    for _attempt in range(200):
+    deadline = time.monotonic() + SSHD_START_S
+    while time.monotonic() < deadline:
         try:
             checker(endpoint, "gpuprov-sshcheck-000000000000")
         except SshNotReady:
+            time.sleep(0.1)
             continue
         except HostKeyMismatch as exc:
             assert "pinned" in str(exc)
@@ -145,3 +154,147 @@ def test_ssh_check_refused_port_is_not_ready(tmp_path):
     with pytest.raises(SshNotReady) as info:
         ssh.SshChecker(files, timeout=2)(SshEndpoint("127.0.0.1", 1, "root"), "gpuprov-x-000000000000")
     assert "connect" in str(info.value)
+
+
+# -- what a fresh provision prints, and what an unusable state directory says ----------------------
+
+_SILENT_CHECK = r'''
+import io, json, sys, tempfile
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import SshEndpoint
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
+state = tempfile.mkdtemp()
+files = ssh.ControllerFiles(state, state + "/id_ed25519")
+ssh.ensure_controller_key(files.key_path)
+# An Ansible worker process: stray stderr is collected and shown as a warning.
+sys.stderr = io.StringIO()
+try:
+    ssh.SshChecker(files, timeout=5)(SshEndpoint("127.0.0.1", int(sys.argv[1]), "root"), "gpuprov-x-000000000000")
+    error = ""
+except ssh.SshNotReady as exc:
+    error = str(exc)
+stray, sys.stderr = sys.stderr.getvalue(), sys.__stderr__
+print(json.dumps({"error": error, "stray": stray}))
+'''
+
+
+def test_ssh_check_against_a_port_that_drops_connections_prints_nothing(tmp_path):
+    """docker-proxy accepts on the published port before sshd runs, then drops the connection:
+    paramiko's transport thread logs that with a traceback, which must not reach stderr (Ansible
+    prints stray stderr as a warning); the reason goes into SshNotReady instead."""
+    import json
+    import socket
+    import sys
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def drop_every_connection():
+        while not stop.is_set():
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    thread = threading.Thread(target=drop_every_connection, daemon=True)
+    thread.start()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _SILENT_CHECK, str(listener.getsockname()[1])],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    finally:
+        stop.set()
+        listener.close()
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["stray"] == "", found["stray"]
+    assert found["error"].startswith("handshake:") and "banner" in found["error"], found
+
+
+def test_state_dirs_are_0700_at_every_level_under_umask_000(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    state = home / ".local" / "state" / "gpuprov"
+    previous = os.umask(0)
+    try:
+        ssh.ensure_controller_key(str(state / "id_ed25519"))
+        files = ssh.ControllerFiles(str(state), str(state / "id_ed25519"))
+        files.write_vm({"name": "a", "ssh": {"host": "h", "port": 22, "user": "u"},
+                        "host_key_alias": "gpuprov-a-0123456789ab"})
+        files.pin("gpuprov-a-0123456789ab", "ssh-ed25519", "AAAAa")
+    finally:
+        os.umask(previous)
+    for level in (home / ".local", home / ".local" / "state", state):
+        assert _mode(level) == 0o700, level
+    for private in ("id_ed25519", "ssh_config", "known_hosts", "ssh_config.lock", "known_hosts.lock"):
+        assert _mode(state / private) == 0o600, private
+    assert _mode(state / "id_ed25519.pub") == 0o644
+
+
+class ReadOnly:
+    """A directory this process cannot write in. chmod does not stop root, so as root it is a
+    tmpfs mounted there and remounted read-only (skipped where mounting is not allowed)."""
+
+    def __init__(self, path):
+        self.path = path
+        path.mkdir()
+        self.mounted = False
+        if os.geteuid() == 0:
+            mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", str(path)],
+                                   capture_output=True, text=True, check=False)
+            if mount.returncode != 0:
+                pytest.skip("running as root and cannot mount a read-only tmpfs: %s" % mount.stderr.strip())
+            self.mounted = True
+
+    def seal(self):
+        if self.mounted:
+            subprocess.run(["mount", "-o", "remount,ro", str(self.path)], check=True)
+        else:
+            os.chmod(self.path, 0o500)
+
+    def close(self):
+        if self.mounted:
+            subprocess.run(["umount", str(self.path)], check=False)
+        else:
+            os.chmod(self.path, 0o700)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    found = ReadOnly(tmp_path / "ro")
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+def test_key_creation_in_a_read_only_state_dir_names_the_path(read_only):
+    read_only.seal()
+    with pytest.raises(PrivateFileError) as info:
+        ssh.ensure_controller_key(str(read_only.path / "gpuprov" / "id_ed25519"))
+    assert info.value.path == str(read_only.path / "gpuprov")
+    assert str(read_only.path) in str(info.value) and "not writable" in str(info.value)
+    with pytest.raises(PrivateFileError) as info:
+        ssh.ensure_controller_key(str(read_only.path / "id_ed25519"))
+    assert "cannot lock %s" % (read_only.path / "id_ed25519") in str(info.value)
+
+
+def test_ssh_config_and_known_hosts_in_a_read_only_state_dir_name_the_path(read_only):
+    files = ssh.ControllerFiles(str(read_only.path), str(read_only.path / "id_ed25519"))
+    ssh.ensure_controller_key(files.key_path)
+    vm = {"name": "a", "ssh": {"host": "h", "port": 22, "user": "u"}, "host_key_alias": "gpuprov-a-0123456789ab"}
+    files.write_vm(vm)
+    files.pin(vm["host_key_alias"], "ssh-ed25519", "AAAAa")
+    files.ensure_writable()
+    read_only.seal()
+    for attempt in (files.ensure_writable,        # what a run checks before any cloud call
+                    lambda: files.write_vm(dict(vm, name="b")),
+                    lambda: files.pin("gpuprov-b-0123456789ab", "ssh-ed25519", "AAAAb"),
+                    lambda: files.remove_vm("a")):
+        with pytest.raises(PrivateFileError) as info:
+            attempt()
+        assert str(read_only.path) in str(info.value) and "not writable" in str(info.value), info.value
+    assert files.known_key(vm["host_key_alias"]) == ("ssh-ed25519", "AAAAa")     # nothing lost

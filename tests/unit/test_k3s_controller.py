@@ -3,6 +3,7 @@ and stage recording in the journal."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -161,3 +162,95 @@ def test_record_stage_refuses_unknown_stages_vms_and_held_leases(tmp_path):
     with pytest.raises(stages.StageError, match="another run"):
         stages.record(str(path), "k1", "Ready")
     journal.close()
+
+
+# -- the kubeconfigs of a VM go with it ------------------------------------------------------------
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _names(config, section):
+    return [e["name"] for e in config.get(section) or []]
+
+
+USER_CONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "mine", "preferences": {},
+               "clusters": [{"name": "mine", "cluster": {"server": "https://mine:6443"}}],
+               "users": [{"name": "mine", "user": {"token": "t"}}],
+               "contexts": [{"name": "mine", "context": {"cluster": "mine", "user": "mine"}}]}
+
+
+def test_down_removes_the_vm_kubeconfig_and_its_merged_entries_and_nothing_else(tmp_path):
+    state, kube = str(tmp_path / "state"), tmp_path / "elsewhere"     # k3s_kubeconfig_dir need not be ~/.kube
+    target = str(kube / "config")
+    write_private(target, kubeconfig.dump(USER_CONFIG))
+    paths = {}
+    for name, current in (("train1", False), ("train2", True)):
+        paths[name] = str(kube / ("gpuprov-%s.yaml" % name))
+        config = kubeconfig.for_vm(K3S_YAML, name, "https://127.0.0.1:6443")
+        assert kubeconfig.write_for_vm(state, config, paths[name], target, set_current=current) == (True, True)
+    merged = yaml.safe_load(open(target))
+    assert _names(merged, "contexts") == ["mine", "train1", "train2"] and merged["current-context"] == "train2"
+    assert _mode(kubeconfig.record_path(state)) == 0o600
+
+    assert sorted(kubeconfig.remove_for_vm("train2", state)) == sorted([target, paths["train2"]])
+    left = yaml.safe_load(open(target))
+    for section in ("clusters", "users", "contexts"):
+        assert _names(left, section) == ["mine", "train1"], section
+    assert "current-context" not in left                   # it pointed at train2: unset, not guessed
+    assert left["clusters"][0] == USER_CONFIG["clusters"][0] and left["users"][0] == USER_CONFIG["users"][0]
+    assert not os.path.exists(paths["train2"]) and os.path.exists(paths["train1"])
+    assert _mode(target) == 0o600
+
+    left["current-context"] = "mine"
+    write_private(target, kubeconfig.dump(left))
+    assert sorted(kubeconfig.remove_for_vm("train1", state)) == sorted([target, paths["train1"]])
+    assert yaml.safe_load(open(target)) == USER_CONFIG     # the user's own entries, untouched
+    assert kubeconfig.remove_for_vm("train1", state) == []  # a second down has nothing left to do
+    assert json.load(open(kubeconfig.record_path(state))) == {}
+
+
+def test_down_removes_kubeconfigs_written_before_the_record_only_when_they_are_the_vms(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    own, target = home / ".kube" / "gpuprov-old1.yaml", home / ".kube" / "config"
+    config = kubeconfig.for_vm(K3S_YAML, "old1", "https://127.0.0.1:6443")
+    write_private(str(own), kubeconfig.dump(config))
+    write_private(str(target), kubeconfig.dump(kubeconfig.merge(USER_CONFIG, config)))
+    state = str(tmp_path / "state")
+    assert sorted(kubeconfig.remove_for_vm("old1", state)) == sorted([str(target), str(own)])
+    assert yaml.safe_load(open(target)) == USER_CONFIG
+
+    # A same-named context of the user's own (no gpuprov kubeconfig of that VM) is not taken.
+    theirs = kubeconfig.merge(USER_CONFIG, kubeconfig.for_vm(K3S_YAML, "old2", "https://theirs:6443"))
+    write_private(str(target), kubeconfig.dump(theirs))
+    assert kubeconfig.remove_for_vm("old2", state) == []
+    # Nor entries that differ from the VM's own kubeconfig.
+    write_private(str(home / ".kube" / "gpuprov-old2.yaml"),
+                  kubeconfig.dump(kubeconfig.for_vm(K3S_YAML, "old2", "https://127.0.0.1:6443")))
+    assert kubeconfig.remove_for_vm("old2", state) == [str(home / ".kube" / "gpuprov-old2.yaml")]
+    assert yaml.safe_load(open(target)) == theirs
+
+
+def test_an_unreadable_merged_kubeconfig_is_reported_and_kept_for_the_next_down(tmp_path):
+    state, kube = str(tmp_path / "state"), tmp_path / "kube"
+    target, own = str(kube / "config"), str(kube / "gpuprov-t.yaml")
+    config = kubeconfig.for_vm(K3S_YAML, "t", "https://127.0.0.1:6443")
+    kubeconfig.write_for_vm(state, config, own, target)
+    good = open(target).read()
+    write_private(target, "{ not yaml")
+    with pytest.raises(kubeconfig.KubeconfigError) as info:
+        kubeconfig.remove_for_vm("t", state)
+    assert target in str(info.value) and "delete-context" in str(info.value)
+    assert not os.path.exists(own)                         # everything else went
+    write_private(target, good)
+    assert kubeconfig.remove_for_vm("t", state) == [target]
+    assert _names(yaml.safe_load(open(target)), "contexts") == []
+
+
+def test_check_mode_writes_and_records_nothing(tmp_path):
+    state, own = tmp_path / "state", tmp_path / "kube" / "gpuprov-c.yaml"
+    config = kubeconfig.for_vm(K3S_YAML, "c", "https://127.0.0.1:6443")
+    assert kubeconfig.write_for_vm(str(state), config, str(own), str(tmp_path / "kube" / "config"),
+                                   check_mode=True) == (True, True)
+    assert not state.exists() and not own.parent.exists()

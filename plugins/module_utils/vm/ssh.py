@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import re
 import socket
+import tempfile
 from typing import Any, Dict, Optional
 
 try:
@@ -25,8 +27,20 @@ except ImportError:  # the action reports it; sanity's import test runs without 
     paramiko = None
     HAS_PARAMIKO = False
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import locked, write_private
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import (
+    PrivateFileError, locked, make_private_dirs, write_private,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import HostKeyMismatch, SshNotReady
+
+# The check's transports log here, not to paramiko's own logger. While a VM boots, its port often accepts
+# and drops the connection before sshd answers (docker-proxy does); paramiko's transport thread then logs
+# the error with a traceback, which, with no handler configured, Python prints on stderr, and Ansible turns
+# stray stderr into a warning. The reason reaches the user through SshNotReady, so these records are
+# dropped here, without touching how paramiko logs for anyone else (Ansible's paramiko connection).
+SSH_CHECK_LOG_CHANNEL = "gpuprov.cloud.ssh_check"
+_check_log = logging.getLogger(SSH_CHECK_LOG_CHANNEL)
+_check_log.addHandler(logging.NullHandler())
+_check_log.propagate = False
 
 
 def ensure_controller_key(path: str) -> str:
@@ -72,6 +86,18 @@ class ControllerFiles:
         self.key_path = key_path
         self.known_hosts = os.path.join(state_dir, "known_hosts")
         self.ssh_config = os.path.join(state_dir, "ssh_config")
+
+    def ensure_writable(self) -> None:
+        """Create the state directory (0700 at every level it adds) and prove a file can be
+        written in it, so a read-only one is a PrivateFileError naming it before any cloud call,
+        not a failure once a VM exists."""
+        make_private_dirs(self.state_dir)
+        try:
+            fd, probe = tempfile.mkstemp(dir=self.state_dir, prefix=".gpuprov-probe-")
+        except OSError as exc:
+            raise PrivateFileError("write", os.path.join(self.state_dir, ".gpuprov-probe"), exc)
+        os.close(fd)
+        os.unlink(probe)
 
     # -- known_hosts -----------------------------------------------------------------
     def _read_known(self) -> Dict[str, tuple]:
@@ -166,6 +192,7 @@ class SshChecker:
         except OSError as exc:
             raise SshNotReady("connect: %s" % (exc.strerror or exc))
         transport = paramiko.Transport(sock)
+        transport.set_log_channel(SSH_CHECK_LOG_CHANNEL)
         try:
             known = self.files.known_key(alias)
             if known:

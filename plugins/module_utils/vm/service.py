@@ -8,15 +8,15 @@ adds argument parsing, progress printing and the task result."""
 from __future__ import annotations
 
 import os
-import signal
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, HardCancel, LeaseLost,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld, default_state_dir,
+    Conflict, Journal, JournalError, LeaseHeld, default_state_dir, new_owner,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BootScript, InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
@@ -26,9 +26,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import reg
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
-# Test hook: SIGKILL this process right before the transition out of the named
-# launch state is committed (crash-adoption tests). Unset in normal use.
-KILL_BEFORE_COMMIT_ENV = "GPUPROV_TEST_KILL_BEFORE_COMMIT"
+# How long ``down`` waits for a live provision of the same name to stop after asking it to.
+DOWN_WAIT_FOR_HOLDER_S = 600.0
+LEASE_TTL_S = 120.0
 
 
 class InvalidParameters(Exception):
@@ -73,7 +73,8 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       boot_timeout=params.get("boot_timeout"),
                       ssh_timeout=float(params.get("ssh_timeout") or 300),
                       teardown_timeout=float(params.get("teardown_timeout") or 600),
-                      boot_script_is_k3s=params.get("k8s") is not False)
+                      boot_script_is_k3s=params.get("k8s") is not False,
+                      recreate=bool(params.get("recreate")))
 
 
 def connection_vars(vm: Dict[str, Any], files: ssh.ControllerFiles) -> Dict[str, Any]:
@@ -127,6 +128,7 @@ class VmService:
         self.progress = progress
         self.state_dir = default_state_dir()
         self.journal: Optional[Journal] = None
+        self.owner = new_owner()
 
     # -- setup -----------------------------------------------------------------------
     def _open(self):
@@ -167,18 +169,13 @@ class VmService:
             elif kind == "resume":
                 line = "resuming journalled state %s" % data["label"]
             elif kind == "cancel":
-                line = "interrupted in %s: compensating before exit" % data["label"]
+                line = "%s in %s: compensating before exit" % (data.get("reason") or "interrupted", data["label"])
             else:
                 line = "%s %s" % (kind, data.get("label", ""))
             self.progress("[%s %5.1fs] %s" % (name, elapsed, line))
 
-        hook = None
-        victim = os.environ.get(KILL_BEFORE_COMMIT_ENV)
-        if victim:
-            def hook(old, new):
-                if old["kind"] == victim:
-                    os.kill(os.getpid(), signal.SIGKILL)
-        return Executor(self.journal, machine, cancel=cancel, on_event=on_event, before_commit=hook)
+        return Executor(self.journal, machine, owner=self.owner, lease_ttl=LEASE_TTL_S, cancel=cancel,
+                        on_event=on_event)
 
     # -- entry point -----------------------------------------------------------------
     def run(self, check_mode: bool = False) -> Dict[str, Any]:
@@ -186,7 +183,8 @@ class VmService:
             settings, files = self._open()
         except InvalidParameters as exc:
             return {"failed": True, "changed": False, "msg": str(exc)}
-        ctx = VmContext(settings, files=files, ssh_check=None)
+        ctx = VmContext(settings, files=files, ssh_check=None, journal_id=self.journal.journal_id,
+                        journalled=self.journal.options(settings.vm_name))
         try:
             if self.params.get("state") != "absent":
                 self._k8s = k8s_plan(ctx, self.params.get("k8s"))
@@ -262,25 +260,63 @@ class VmService:
             return False
         return any(o.instance_id == vm["instance_id"] and o.usable for o in found)
 
+    def _stop_live_run(self, name: str) -> str:
+        """Ask a live run holding ``name`` (a provision still searching or booting) to stop
+        through the journal, and wait until it lets go: ``down`` never answers while a VM
+        can still appear. Returns what was done, for the message; raises LeaseHeld when
+        the run does not stop in time."""
+        holder = self.journal.live_holder(name)
+        if holder is None or holder == self.owner:
+            return ""
+        self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
+        self.progress("[%s] a run (%s) is working on it: asked it to stop, waiting for it" % (name, holder))
+        deadline = time.monotonic() + DOWN_WAIT_FOR_HOLDER_S
+        while True:
+            holder = self.journal.live_holder(name)
+            if holder is None or holder == self.owner:
+                return "stopped the run that was provisioning it; "
+            if time.monotonic() > deadline:
+                raise LeaseHeld("%s is still being worked on by another run (%s) %.0f s after down asked it to "
+                                "stop; nothing was torn down. Re-run down once it has stopped."
+                                % (name, holder, DOWN_WAIT_FOR_HOLDER_S))
+            self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
+            time.sleep(0.2)
+
     def _absent(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
         name = ctx.settings.vm_name
+        if check_mode:
+            row = self.journal.load(name)
+            targets = launch.owned_targets(row.state, row.kind) if row else []
+            if not targets:
+                return {"changed": False, "state": row.label if row else "absent", "journal": self.journal.path,
+                        "msg": "%s has nothing to tear down" % name}
+            return {"changed": True, "msg": "would tear down %s" % teardown._describe(targets)}
+        stopped = self._stop_live_run(name)
+        # Decide under the lease: a provision starting now waits for us (or fails clearly).
+        self.journal.acquire(name, self.owner, LEASE_TTL_S)
         row = self.journal.load(name)
         targets = launch.owned_targets(row.state, row.kind) if row else []
-        if row is None or (row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done") or not targets:
-            return {"changed": False, "state": row.label if row else "absent", "journal": self.journal.path,
-                    "msg": "%s has nothing to tear down" % name}
-        if check_mode:
-            return {"changed": True, "msg": "would tear down %s" % teardown._describe(targets)}
+        done = row is not None and row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done"
+        resolved = row is None or done or (row.terminal and not targets)
+        if resolved:
+            self.journal.release(name, self.owner)
+            self.journal.clear_cancel(name)
+            files.remove_vm(name)
+            kubeconfig.remove_for_vm(name, self.state_dir)
+            return {"changed": bool(stopped), "state": row.label if row else "absent", "journal": self.journal.path,
+                    "msg": "%s%s has nothing to tear down" % (stopped, name)}
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
                                                                         "down requested"))
+        self.journal.clear_cancel(name)
         state = outcome.state
         result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
                   "targets": state["targets"]}
         if state["kind"] == "Done":
             files.remove_vm(name)
+            kubeconfig.remove_for_vm(name, self.state_dir)
             self.journal.delete_vm(name)
-            result["msg"] = "%s torn down: %s" % (name, teardown._describe(state["targets"]))
+            result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
             return result
         self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
         result.update(failed=True, leaked=state["targets"],

@@ -18,6 +18,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Conflict, Journal, JournalError, LeaseHeld, default_state_dir, new_owner,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BootScript, InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
 )
@@ -140,6 +141,10 @@ class VmService:
             public_key = ssh.public_key_of(key_path)
         else:
             public_key = ssh.ensure_controller_key(key_path)
+        if os.path.isdir(self.state_dir) and not os.access(self.state_dir, os.W_OK | os.X_OK):
+            # Checked before anything is created: the VM's ssh config and pinned host key go here.
+            raise InvalidParameters("state directory %s is not writable by this user; fix its permissions or set "
+                                    "GPUPROV_HOME to a writable directory" % self.state_dir)
         settings = build_settings(self.params, public_key)
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
@@ -181,7 +186,7 @@ class VmService:
     def run(self, check_mode: bool = False) -> Dict[str, Any]:
         try:
             settings, files = self._open()
-        except InvalidParameters as exc:
+        except (InvalidParameters, PrivateFileError) as exc:
             return {"failed": True, "changed": False, "msg": str(exc)}
         ctx = VmContext(settings, files=files, ssh_check=None, journal_id=self.journal.journal_id,
                         journalled=self.journal.options(settings.vm_name))
@@ -205,7 +210,7 @@ class VmService:
         except (LeaseLost, Conflict) as exc:
             return {"failed": True, "changed": False,
                     "msg": "%s; this run stopped without further cloud calls" % exc}
-        except HardCancel as exc:
+        except (HardCancel, PrivateFileError, JournalError) as exc:
             return {"failed": True, "changed": False, "msg": str(exc)}
         finally:
             if self.journal is not None:

@@ -346,6 +346,15 @@ class ScriptedProvider(Provider):
         return inst
 
 
+class NoOffersCloud(ScriptedProvider):
+    """Built the way the registry builds adapters: a cloud with no capacity anywhere,
+    so a retry_until_up search never ends by itself."""
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__("nooffers", [])
+        self.journal_id = journal_id
+
+
 class FakeClock:
     """Monotonic time that only moves when a test (or a wait) moves it."""
 

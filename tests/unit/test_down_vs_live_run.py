@@ -1,0 +1,73 @@
+"""``down`` against a provision that is still running (issue 8, item 3): with
+``retry_until_up`` and no offer anywhere, the provision keeps searching (journal
+state Exhausted, lease held). ``down`` must not answer "nothing to tear down" while
+that search can still create a VM: it asks the run to stop through the journal, waits
+until it has let go, and only then decides, under the lease.
+
+Both runs are real VmService runs on one journal (the provision in a thread); the
+cloud is a scripted fake registered under a test-only name.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.tests.fakes import scripted_provider
+
+BASE = {"name": "busy", "state": "present", "clouds": ["nooffers"], "gpu": None, "gpu_count": 1, "regions": [],
+        "spot": False, "retry_until_up": True, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
+        "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": False, "boot_script": None}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    monkeypatch.setitem(registry.ADAPTERS, "nooffers", (scripted_provider.__name__, "NoOffersCloud"))
+    return tmp_path
+
+
+def _wait_for(predicate, what, limit=60.0):
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, "gave up waiting for %s" % what
+        time.sleep(0.05)
+
+
+def test_down_stops_a_live_search_before_answering(home):
+    results = {}
+    provision = threading.Thread(target=lambda: results.update(up=VmService(dict(BASE)).run()))
+    provision.start()
+    journal = Journal(str(home / "journal.sqlite"))
+    try:
+        def searching():
+            row = journal.load("busy")
+            return row is not None and row.state["kind"] == "Exhausted" and journal.live_holder("busy")
+        _wait_for(searching, "the provision to be searching")
+
+        down = VmService(dict(BASE, state="absent")).run()
+
+        # down returned only once the search had stopped: nothing can appear any more.
+        assert not down.get("failed"), down
+        assert "stopped the run that was provisioning it" in down["msg"]
+        assert journal.live_holder("busy") is None
+        provision.join(30)
+        assert not provision.is_alive()
+        assert results["up"]["failed"] and results["up"]["state"] == "Aborted"
+        assert any("down requested" in (e["note"] or "") for e in journal.events("busy"))
+        assert journal.load("busy").state["kind"] == "Aborted"
+    finally:
+        journal.close()
+        provision.join(60)
+
+
+def test_down_with_no_live_run_decides_at_once(home):
+    result = VmService(dict(BASE, state="absent")).run()
+    assert result == {"changed": False, "state": "absent", "journal": str(home / "journal.sqlite"),
+                      "msg": "busy has nothing to tear down"}

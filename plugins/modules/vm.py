@@ -142,7 +142,7 @@ notes:
     C(present) or C(absent) for the name starts by resolving it.
 seealso:
   - name: Provision playbook
-    description: C(ansible-playbook gpuprov.cloud.provision -e name=... -e gpu=...)
+    description: C(ansible-playbook gpuprov.cloud.provision -e vm=... -e gpu=...)
     link: https://github.com/gpuprov/cloud
 """
 

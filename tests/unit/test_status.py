@@ -42,7 +42,7 @@ def test_table_lists_vms_and_calls_out_leaked_ones(tmp_path):
     table = "\n".join(result["table"])
     assert table.splitlines()[0].split() == ["NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "UPDATED"]
     assert "LEAKED gone1: instances still present after 600 s" in table
-    assert "gpuprov.cloud.down -e name=gone1" in table
+    assert "gpuprov.cloud.down -e vm=gone1" in table
     assert "Compensating/AwaitingGone -> Leaked teardown failed" in table
     assert [t["to"] for t in by_name["up1"]["last_transitions"]] == ["Reconciling", "Ready"]
 

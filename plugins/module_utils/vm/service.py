@@ -287,6 +287,21 @@ class VmService:
             self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
             time.sleep(0.2)
 
+    def _forget_controller_files(self, name: str, files: ssh.ControllerFiles,
+                                 result: Dict[str, Any]) -> Dict[str, Any]:
+        """Remove the VM's ssh config block, pinned host keys and cluster-admin kubeconfigs.
+        The VM is gone either way: what cannot be removed is a warning naming it (it is
+        kept on record, so the next down retries), never a failed teardown."""
+        problems = []
+        for remove in (lambda: files.remove_vm(name), lambda: kubeconfig.remove_for_vm(name, self.state_dir)):
+            try:
+                remove()
+            except (kubeconfig.KubeconfigError, PrivateFileError) as exc:
+                problems.append(str(exc))
+        if problems:
+            result["warnings"] = problems
+        return result
+
     def _absent(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
         name = ctx.settings.vm_name
         if check_mode:
@@ -306,10 +321,9 @@ class VmService:
         if resolved:
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
-            files.remove_vm(name)
-            kubeconfig.remove_for_vm(name, self.state_dir)
-            return {"changed": bool(stopped), "state": row.label if row else "absent", "journal": self.journal.path,
-                    "msg": "%s%s has nothing to tear down" % (stopped, name)}
+            result = {"changed": bool(stopped), "state": row.label if row else "absent",
+                      "journal": self.journal.path, "msg": "%s%s has nothing to tear down" % (stopped, name)}
+            return self._forget_controller_files(name, files, result)
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
                                                                         "down requested"))
@@ -318,11 +332,9 @@ class VmService:
         result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
                   "targets": state["targets"]}
         if state["kind"] == "Done":
-            files.remove_vm(name)
-            kubeconfig.remove_for_vm(name, self.state_dir)
             self.journal.delete_vm(name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
-            return result
+            return self._forget_controller_files(name, files, result)
         self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
         result.update(failed=True, leaked=state["targets"],
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."

@@ -72,7 +72,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
     for vm in vms:
         if vm["leaked"]:
             lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: ansible-playbook "
-                         "gpuprov.cloud.down -e name=%s" % (vm["name"], vm["reason"], vm["targets"], vm["name"]))
+                         "gpuprov.cloud.down -e vm=%s" % (vm["name"], vm["reason"], vm["targets"], vm["name"]))
         if (vm.get("stage") or "").startswith("k3s:"):
             k3s = vm.get("k3s") or {}
             lines.append("K3S %s: %s%s" % (vm["name"], vm["stage"][len("k3s:"):],

@@ -8,6 +8,7 @@ when it fails.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location,
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker import (
@@ -509,3 +510,214 @@ def test_diagnose_reports_failed_containers(provider, prepared, names, key, engi
     report = provider.diagnose(LOC, name)
     assert report["instances"][0]["status"] == Status.FAILED
     assert "exit code 137" in report["findings"][0]
+
+
+# --- journal identity ----------------------------------------------------------------
+
+JOURNAL = "journal-a"
+
+
+def test_containers_carry_the_journal_id_and_observe_reports_it(prepared, names, key, engine):
+    _pkey, public = key
+    name = names("jid")
+    mine = DockerProvider(journal_id=JOURNAL)
+    instance_id = mine.create(_offer(mine, name), prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    labels = engine.containers.get(instance_id).labels
+    assert labels[JOURNAL_ID_TAG] == JOURNAL and labels[VM_NAME_TAG] == name
+    [seen] = DockerProvider(journal_id="journal-b").observe(LOC, name)   # every journal sees it
+    assert seen.journal_id == JOURNAL and not seen.owned_by("journal-b") and seen.owned_by(JOURNAL)
+
+
+def test_a_container_without_a_journal_id_is_legacy(provider, prepared, names, key):
+    _pkey, public = key
+    name = names("legacy")
+    instance_id, _seen = _launch(provider, prepared, name, public)   # an adapter without a journal id
+    [seen] = DockerProvider(journal_id=JOURNAL).observe(LOC, name)
+    assert seen.instance_id == instance_id and seen.journal_id is None and seen.owned_by(JOURNAL)
+
+
+# --- crash windows inside create and delete ----------------------------------------------
+#
+# Every state-changing request the adapter sends to the engine is a step; a crash (a
+# BaseException, which no `except Exception` of the adapter catches: what a SIGKILL
+# leaves) is raised just before or just after each. A FRESH adapter must then report
+# the truth, and its delete must leave nothing, after which a second create of the
+# same (deterministic) container name works.
+
+class Crash(BaseException):
+    """The controller dies here."""
+
+
+def _engine_steps(monkeypatch, crash_at=None, when=None, fail_at=None):
+    """Trace (and crash at) the adapter's state-changing engine requests: (method, path)."""
+    from docker.api.client import APIClient
+    steps = []
+
+    for method in ("_post", "_put", "_delete"):
+        real = getattr(APIClient, method)
+
+        def hooked(self, url, *args, _real=real, _method=method, **kwargs):
+            index = len(steps)
+            path = re.sub(r"/containers/[0-9a-f]{64}", "/containers/ID", re.sub(r"^.*?/v[0-9.]+", "", url))
+            steps.append((_method.strip("_").upper(), path))
+            if index == fail_at:
+                raise de.docker.errors.APIError("injected failure of %s %s" % steps[-1])
+            if index == crash_at and when == "before":
+                raise Crash(steps[-1])
+            result = _real(self, url, *args, **kwargs)
+            if index == crash_at and when == "after":
+                raise Crash(steps[-1])
+            return result
+
+        monkeypatch.setattr(APIClient, method, hooked)
+    return steps
+
+
+CREATE_STEPS = [("POST", "/containers/create"), ("PUT", "/containers/ID/archive"), ("POST", "/containers/ID/start")]
+
+
+def test_create_sends_exactly_the_enumerated_steps(monkeypatch, prepared, names, key):
+    """A new state-changing request inside create must get its crash window covered below."""
+    _pkey, public = key
+    name = names("steps")
+    fresh = DockerProvider(journal_id=JOURNAL)
+    offer = _offer(fresh, name)
+    steps = _engine_steps(monkeypatch)
+    fresh.create(offer, prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    monkeypatch.undo()
+    assert steps == CREATE_STEPS
+
+
+def _after_the_crash(engine, name, public, prepared, expected):
+    """A fresh adapter: observe tells the truth; delete leaves nothing; create works again."""
+    fresh = DockerProvider(journal_id=JOURNAL)
+    found = fresh.observe(LOC, name)
+    containers = de.containers_of(engine, name)
+    assert sorted(o.instance_id for o in found) == sorted(c.id for c in containers)
+    if expected is None:
+        assert found == []
+    else:
+        [seen] = found
+        assert seen.status == expected, seen
+        assert seen.journal_id == JOURNAL
+        if expected == Status.FAILED:
+            assert seen.reason == docker_mod.CREATED_NOT_STARTED
+            assert containers[0].status == "created"
+    fresh.delete(LOC, name, [o.instance_id for o in found])
+    fresh.cleanup(LOC, name)
+    assert fresh.observe(LOC, name) == [] and de.containers_of(engine, name) == []
+    again = fresh.create(_offer(fresh, name), prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    assert de.wait_usable(fresh, LOC, name).instance_id == again
+
+
+# (index of the step in CREATE_STEPS, before/after) -> the status a fresh observe reports
+CREATE_WINDOWS = [
+    (0, "before", None),
+    (0, "after", Status.FAILED),     # created: no files, not started
+    (1, "after", Status.FAILED),     # created with its files, not started
+    (2, "before", Status.FAILED),
+    (2, "after", Status.RUNNING),    # started; create never returned the id
+]
+
+
+@pytest.mark.parametrize("index,when,expected", CREATE_WINDOWS,
+                         ids=["%s-%s" % (w, CREATE_STEPS[i][1].rsplit("/", 1)[1]) for i, w, _e in CREATE_WINDOWS])
+def test_crash_inside_create(monkeypatch, prepared, names, key, engine, index, when, expected):
+    _pkey, public = key
+    name = names("crash")
+    adapter = DockerProvider(journal_id=JOURNAL)
+    offer = _offer(adapter, name)
+    _engine_steps(monkeypatch, crash_at=index, when=when)
+    with pytest.raises(Crash):
+        adapter.create(offer, prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    monkeypatch.undo()
+    _after_the_crash(engine, name, public, prepared, expected)
+
+
+def test_crash_while_create_removes_a_container_that_failed_to_start(monkeypatch, prepared, names, key, engine):
+    """create removes a container whose start failed; a crash before that removal leaves it
+    created, and observe says so."""
+    _pkey, public = key
+    name = names("crashrm")
+    adapter = DockerProvider(journal_id=JOURNAL)
+    offer = _offer(adapter, name)
+    steps = _engine_steps(monkeypatch, fail_at=2, crash_at=3, when="before")
+    with pytest.raises(Crash):
+        adapter.create(offer, prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    monkeypatch.undo()
+    assert steps[3] == ("DELETE", "/containers/ID")
+    _after_the_crash(engine, name, public, prepared, Status.FAILED)
+
+
+def test_a_create_interrupted_container_blocks_the_name_until_deleted(monkeypatch, prepared, names, key, engine):
+    """What the core meets on the re-run: the deterministic name is taken (Transient: re-observe),
+    observe says Failed (not Pending), and after delete the create succeeds."""
+    _pkey, public = key
+    name = names("rerun")
+    adapter = DockerProvider(journal_id=JOURNAL)
+    spec = InstanceSpec(vm_name=name, ssh_public_key=public)
+    _engine_steps(monkeypatch, crash_at=0, when="after")
+    with pytest.raises(Crash):
+        adapter.create(_offer(adapter, name), prepared, spec)
+    monkeypatch.undo()
+    fresh = DockerProvider(journal_id=JOURNAL)
+    with pytest.raises(ProviderError) as err:
+        fresh.create(_offer(fresh, name), prepared, spec)
+    assert err.value.kind == ErrorKind.TRANSIENT and "already exists" in err.value.msg
+    _after_the_crash(engine, name, public, prepared, Status.FAILED)
+
+
+DELETE_STEPS = [("DELETE", "/containers/ID")]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_crash_inside_delete(monkeypatch, prepared, names, key, engine, when):
+    _pkey, public = key
+    name = names("crashdel")
+    adapter = DockerProvider(journal_id=JOURNAL)
+    instance_id = adapter.create(_offer(adapter, name), prepared, InstanceSpec(vm_name=name, ssh_public_key=public))
+    steps = _engine_steps(monkeypatch, crash_at=0, when=when)
+    with pytest.raises(Crash):
+        adapter.delete(LOC, name, [instance_id])
+    monkeypatch.undo()
+    assert steps == DELETE_STEPS
+    _after_the_crash(engine, name, public, prepared, Status.RUNNING if when == "before" else None)
+
+
+def test_created_container_is_failed_not_pending(provider, prepared, names, key, engine):
+    """A container that never started (made behind the adapter's back here) is Failed at once."""
+    _pkey, public = key
+    name = names("created")
+    container = engine.containers.create(prepared["image"], name=container_name(name),
+                                         labels={VM_NAME_TAG: name})
+    [seen] = provider.observe(LOC, name)
+    assert seen.instance_id == container.id
+    assert seen.status == Status.FAILED and seen.reason == docker_mod.CREATED_NOT_STARTED and seen.endpoint is None
+    provider.delete(LOC, name, [container.id])
+    assert provider.observe(LOC, name) == []
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_crash_inside_prepare_build(monkeypatch, prepared, engine, when):
+    """prepare's one state-changing request is the build; the engine tags the image only when
+    the build succeeds (and cancels a build whose client went away), so after a crash a fresh
+    prepare finds either no image under the tag (and builds it) or a complete one."""
+    tag = "gpuprov-test/sshd:%s" % uuid.uuid4().hex[:10]
+    spec = InstanceSpec(vm_name=PREFIX + "-prepcrash", ssh_public_key="x")
+    adapter = DockerProvider({"image": tag}, journal_id=JOURNAL)
+    offer = _offer(adapter, spec.vm_name)
+    steps = _engine_steps(monkeypatch, crash_at=0, when=when)
+    try:
+        with pytest.raises(Crash):
+            adapter.prepare(offer, spec)
+        monkeypatch.undo()
+        assert [method for method, _path in steps] == ["POST"] and steps[0][1].startswith("/build")
+        again = DockerProvider({"image": tag}, journal_id=JOURNAL).prepare(offer, spec)
+        image = engine.images.get(tag)
+        assert again["image_id"] == image.id and image.labels.get("gpuprov-image") == "sshd"
+    finally:
+        monkeypatch.undo()
+        try:
+            engine.images.remove(tag, noprune=True)
+        except de.docker.errors.ImageNotFound:
+            pass

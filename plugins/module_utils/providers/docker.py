@@ -14,12 +14,15 @@ Primitives (the seed's section 5, Docker row):
   image is made offline by ``scripts/build-base-image.sh`` (debootstrap + docker
   import), so no registry is ever needed.
 - ``create``: one ``docker run`` (create, copy the VM's files in, start) of the
-  sshd image: label ``gpuprov-vm-name=<name>``, container name ``gpuprov-<name>``,
+  sshd image: labels ``gpuprov-vm-name=<name>`` and ``gpuprov-journal-id=<journal
+  id>`` (the provider's identity tags), container name ``gpuprov-<name>``,
   ``authorized_keys`` from the spec, the boot script (run once at container start,
   output in ``/var/log/gpuprov-boot.log``, exit status in
   ``/var/lib/gpuprov/boot.status``), port 22 published on ``publish_host``, no
   restart policy. No waiting.
-- ``observe``: ``docker ps -a`` by label, normalised status, SSH endpoint.
+- ``observe``: ``docker ps -a`` by label, normalised status, SSH endpoint, the
+  journal id label. A container left "created" (create interrupted between its
+  steps) is Failed at once, so the core removes it and creates afresh.
 - ``delete``: ``docker rm -f`` (unknown = success). ``cleanup``: nothing; the
   images are shared by every VM and stay.
 
@@ -58,7 +61,7 @@ import tarfile
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location,
     Observed, Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status,
     validate_vm_name,
 )
@@ -84,6 +87,7 @@ MANAGED_LABEL = "gpuprov-managed-by"
 SSH_USER_LABEL = "gpuprov-ssh-user"
 FILES_DIR = "/var/lib/gpuprov"
 DEFAULT_PYTHON = "/usr/bin/python3"   # scripts/build-base-image.sh installs python3
+CREATED_NOT_STARTED = "container created but never started (create was interrupted)"
 
 DOCKERFILE = """\
 # gpuprov docker test cloud: a container that behaves like a freshly booted VM.
@@ -423,6 +427,9 @@ class DockerProvider(Provider):
             if not isinstance(exc, docker_errors.ImageNotFound):
                 raise self._classify(exc, "prepare", "image %r" % tag)
         try:
+            # One engine request. The engine tags the image only once the build succeeded, and
+            # cancels the build when this client goes away, so a crash here leaves either no
+            # image under the tag (the next prepare builds it) or a complete one: never half.
             image, _logs = client.images.build(
                 fileobj=io.BytesIO(build_context(self.base_image)), custom_context=True,
                 tag=tag, buildargs={"BASE": self.base_image}, rm=True, forcerm=True,
@@ -468,8 +475,8 @@ class DockerProvider(Provider):
         if offer.gpu_count and offer.detail.get("gpu_runtime"):
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=int(offer.gpu_count), capabilities=[["gpu"]])]
         name = container_name(spec.vm_name)
-        labels = {VM_NAME_TAG: spec.vm_name, MANAGED_LABEL: "gpuprov.cloud",
-                  SSH_USER_LABEL: spec.ssh_user or "root"}
+        labels = self.identity_tags(spec.vm_name)
+        labels.update({MANAGED_LABEL: "gpuprov.cloud", SSH_USER_LABEL: spec.ssh_user or "root"})
         try:
             container = client.containers.create(
                 image, name=name, hostname=spec.vm_name, detach=True,
@@ -490,8 +497,8 @@ class DockerProvider(Provider):
             container.start()
         except Exception as exc:
             # One creation attempt: a container that never started is removed here, so a
-            # retry does not find a dead twin. If the removal fails too, the core's
-            # compensation finds it by its label.
+            # retry does not find a dead twin. If the removal fails too (or the controller
+            # dies first), observe reports it Failed ("created") and the core removes it.
             error = self._classify(exc, "create", "starting container %s" % name)
             try:
                 container.remove(force=True, v=True)
@@ -514,14 +521,18 @@ class DockerProvider(Provider):
         exited / dead -> Failed: the container's PID 1 is sshd and the restart policy is
         "no", so an exited container never comes back by itself; Failed lets the core
         compensate at once instead of waiting out a boot timeout.
-        created -> Pending: a container is only seen created when its create() call did
-        not get to start it (interrupted); the core's boot timeout bounds it.
+        created -> Failed: create() starts the container in the same call, removing it if the
+        start fails, so one seen "created" is what an interrupted create left (killed between
+        its steps). It would never start by itself; Failed lets the core remove it and
+        create afresh at once instead of polling it as Pending for a whole boot timeout.
         """
         state = (summary.get("State") or "").lower()
         text = summary.get("Status") or state
         if state == "running":
             return Status.RUNNING, None
-        if state in ("created", "restarting"):
+        if state == "created":
+            return Status.FAILED, CREATED_NOT_STARTED
+        if state == "restarting":
             return Status.PENDING, "container %s (%s)" % (state, text)
         if state == "paused":
             return Status.STOPPED, "container paused"
@@ -545,7 +556,8 @@ class DockerProvider(Provider):
             status, reason = self._status(row)
             endpoint = self._endpoint(row) if status == Status.RUNNING else None
             found.append(Observed(instance_id=row["Id"], status=status, reason=reason,
-                                  endpoint=endpoint, location=self._location()))
+                                  endpoint=endpoint, location=self._location(),
+                                  journal_id=(row.get("Labels") or {}).get(JOURNAL_ID_TAG) or None))
         return found
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:

@@ -5,10 +5,16 @@
 
 No image, no credentials, no root needed (as root, sshd needs its privilege
 separation directory, which prepare creates). Every instance has its own state
-folder ``<root>/<vm name>/<instance id>/`` holding its host key, sshd_config,
-authorized_keys (the controller's key), pid file, log and ``instance.json``;
-observe finds instances by those folders and live pids, so it sees exactly what
-exists even after the controller crashed.
+folder ``<root>/<vm name>/<instance id>/`` holding ``instance.json`` (its record,
+with the journal id of the controller that made it), its host key, sshd_config,
+authorized_keys (the controller's key), the ``spawned`` marker, pid file and log.
+
+observe finds instances by those folders and their processes by a scan of /proc
+for the folder's sshd_config path (the pid file is only a hint), so it tells what
+exists at every point of an interrupted create: a live process is Running; no
+process is Failed at once, "never started" before the ``spawned`` marker and
+"started and died" after it. Nothing is ever Pending, so nothing waits on a grace
+period.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import errno
 import getpass
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError,
@@ -33,8 +40,14 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 
 REGION = "local"
 INSTANCE_TYPE = "sshd"
-# An instance with no pid file yet is Pending for this long, then Failed.
-_START_GRACE_S = 10.0
+RECORD = "instance.json"
+# Written just before sshd is launched: without a live process, its presence means
+# "started and died", its absence "create was interrupted before starting it".
+SPAWNED = "spawned"
+# Written by delete once the instance's processes were sent SIGTERM (and by create when
+# sshd could not start): observe then reports the folder only while a process still lives.
+DELETED = "deleted"
+NEVER_STARTED = "sshd never started (create was interrupted)"
 
 _SSHD_CONFIG = """\
 # Written by gpuprov.cloud's local cloud for VM {vm_name} ({instance_id}).
@@ -58,6 +71,43 @@ Subsystem sftp internal-sftp
 def _default_root() -> str:
     from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
     return os.path.join(default_state_dir(), "local")
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Write a new private file (never overwrites: each instance folder is written once)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _touch(path: str) -> None:
+    with open(path, "w"):
+        pass
+
+
+def _sshd_processes() -> List[Tuple[int, str]]:
+    """(pid, command line) of every live (non-zombie) process naming an sshd_config.
+
+    sshd's config test (``-t``) is left out: it checks a config, it does not serve it.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if "-t" in argv:
+            continue
+        cmdline = " ".join(argv)
+        if "sshd_config" in cmdline:
+            found.append((int(entry), cmdline))
+    return found
 
 
 class LocalProvider(Provider):
@@ -94,58 +144,111 @@ class LocalProvider(Provider):
         return os.path.join(self._vm_dir(vm_name), instance_id)
 
     @staticmethod
-    def _pid(folder: str) -> Optional[int]:
+    def _record(folder: str) -> Optional[Dict[str, Any]]:
+        """The instance record, or None for a folder that is not (yet) an instance."""
         try:
-            with open(os.path.join(folder, "instance.pid")) as handle:
-                return int(handle.read().strip())
+            with open(os.path.join(folder, RECORD)) as handle:
+                record = json.load(handle)
         except (OSError, ValueError):
             return None
+        return record if isinstance(record, dict) else None
 
     @staticmethod
-    def _alive(pid: Optional[int], folder: str) -> bool:
-        """True if ``pid`` is a live (non-zombie) sshd started with this folder's config."""
-        if not pid:
-            return False
-        try:
-            with open("/proc/%d/stat" % pid) as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return False
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read().decode(errors="replace")
-        except (OSError, IndexError):
-            return False
-        return os.path.join(folder, "sshd_config") in cmdline
+    def _names_config(cmdline: str, folder: str) -> bool:
+        config = os.path.join(folder, "sshd_config")
+        return re.search(r"(?:^|\s)%s(?:\s|$)" % re.escape(config), cmdline) is not None
 
     @staticmethod
-    def _exists(pid: int) -> bool:
-        """A live (non-zombie) process with this pid, whatever it runs."""
-        try:
-            with open("/proc/%d/stat" % pid) as handle:
-                return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
+    def _processes(folder: str, scan: Optional[List[Tuple[int, str]]] = None) -> List[int]:
+        """The live processes serving this instance, found in /proc by its sshd_config path.
+
+        That path is in the argv of the shell that launches sshd from the moment it is
+        forked, and in sshd's own title ("sshd: /usr/sbin/sshd -D -f <path> ..."), so a
+        process is found even when create died before its pid reached the pid file.
+        """
+        return sorted(pid for pid, cmdline in (_sshd_processes() if scan is None else scan)
+                      if LocalProvider._names_config(cmdline, folder))
 
     @staticmethod
     def _log_tail(folder: str) -> str:
         try:
             with open(os.path.join(folder, "sshd.log")) as handle:
-                return " | ".join(line.strip() for line in handle.readlines()[-3:])
+                return " | ".join(line.strip() for line in handle.readlines()[-3:]) or "empty log"
         except OSError:
             return "no log"
-
-    @staticmethod
-    def _young(folder: str) -> bool:
-        try:
-            with open(os.path.join(folder, "instance.json")) as handle:
-                return time.time() - float(json.load(handle).get("created_at", 0)) < _START_GRACE_S
-        except (OSError, ValueError):
-            return False
 
     @staticmethod
     def _free_port() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             return sock.getsockname()[1]
+
+    # -- the steps of create, in order; after a crash between any two, observe reads
+    # -- the folder truthfully (see the module docstring) ----------------------------
+    def _write_record(self, folder: str, spec: InstanceSpec, instance_id: str, port: int) -> None:
+        """The folder and its record: from here on observe reports the instance."""
+        os.makedirs(folder, mode=0o700)
+        record = {"vm_name": spec.vm_name, "instance_id": instance_id, "port": port, "user": self.user,
+                  "created_at": time.time(), "journal_id": self.journal_id}
+        partial = os.path.join(folder, RECORD + ".new")
+        _write_new(partial, json.dumps(record).encode())
+        os.rename(partial, os.path.join(folder, RECORD))  # whole or absent, never half written
+
+    def _write_files(self, folder: str, spec: InstanceSpec, instance_id: str, port: int) -> None:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
+        host_key = ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+        _write_new(os.path.join(folder, "ssh_host_ed25519_key"), host_key)
+        _write_new(os.path.join(folder, "authorized_keys"), (spec.ssh_public_key.strip() + "\n").encode())
+        _write_new(os.path.join(folder, "sshd_config"), _SSHD_CONFIG.format(
+            vm_name=spec.vm_name, instance_id=instance_id, port=port, folder=folder, user=self.user).encode())
+
+    def _check_config(self, folder: str) -> None:
+        """sshd's own test mode checks the config and host key before anything runs.
+
+        Neither command here has a timeout: both only read local files and return at once,
+        and Python's timed wait for a child polls with sleeps (waiting belongs to the core).
+        """
+        try:
+            checked = subprocess.run([self._sshd(), "-t", "-f", os.path.join(folder, "sshd_config")],
+                                     stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        except OSError as exc:
+            checked = None
+            problem = str(exc)
+        if checked is None or checked.returncode != 0:
+            _touch(os.path.join(folder, DELETED))  # nothing runs: mark it so observe does not report it
+            if checked is not None:
+                problem = checked.stderr.decode(errors="replace").strip() or "exit %d" % checked.returncode
+            raise ProviderError(ErrorKind.FAILED, "sshd rejected its configuration: %s" % problem)
+
+    def _mark_spawned(self, folder: str) -> None:
+        _touch(os.path.join(folder, SPAWNED))
+
+    def _spawn(self, folder: str) -> int:
+        """Start sshd in the foreground (-D) behind a shell that exits at once: the pid is
+        known before create returns, and sshd is re-parented away from this worker (a new
+        session: a signal to the worker's group does not reach it)."""
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", '"$0" -D -f "$1" -E "$2" </dev/null >/dev/null 2>&1 & echo $!',
+                 self._sshd(), os.path.join(folder, "sshd_config"), os.path.join(folder, "sshd.log")],
+                stdin=subprocess.DEVNULL, capture_output=True, start_new_session=True, check=False)
+            pid = int(done.stdout.decode().strip() or 0)
+        except (OSError, ValueError) as exc:
+            # sshd may or may not run: observe finds out from /proc.
+            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc)
+        if done.returncode != 0 or pid <= 0:
+            _touch(os.path.join(folder, DELETED))  # nothing runs: mark it so observe does not report it
+            raise ProviderError(ErrorKind.FAILED, "could not start sshd: %s"
+                                % (done.stderr.decode(errors="replace").strip() or "no pid"))
+        return pid
+
+    def _write_pid(self, folder: str, pid: int) -> None:
+        """A hint for people and tools: observe and delete find the processes in /proc."""
+        with open(os.path.join(folder, "instance.pid"), "w") as handle:
+            handle.write("%d\n" % pid)
 
     # -- primitives ------------------------------------------------------------------
     def plan(self, request: ResourceRequest) -> List[Offer]:
@@ -167,60 +270,16 @@ class LocalProvider(Provider):
         return {"sshd": sshd, "user": self.user}
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-
+        self._sshd()
         instance_id = "local-" + uuid.uuid4().hex[:12]
         folder = self._folder(spec.vm_name, instance_id)
-        os.makedirs(folder, mode=0o700)
-        host_key = ed25519.Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
         port = self._free_port()
-        files = {
-            "ssh_host_ed25519_key": host_key,
-            "authorized_keys": (spec.ssh_public_key.strip() + "\n").encode(),
-            "sshd_config": _SSHD_CONFIG.format(vm_name=spec.vm_name, instance_id=instance_id, port=port,
-                                               folder=folder, user=self.user).encode(),
-            "instance.json": json.dumps({"vm_name": spec.vm_name, "instance_id": instance_id, "port": port,
-                                         "user": self.user, "created_at": time.time()}).encode(),
-        }
-        for name, data in files.items():
-            fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        sshd = self._sshd()
-        config = os.path.join(folder, "sshd_config")
-        try:
-            # sshd's own test mode checks the config and host key before anything runs.
-            checked = subprocess.run([sshd, "-t", "-f", config], stdin=subprocess.DEVNULL, capture_output=True,
-                                     timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            checked = None
-            problem = str(exc)
-        if checked is None or checked.returncode != 0:
-            with open(os.path.join(folder, "deleted"), "w"):
-                pass  # nothing runs: mark it so observe does not report it
-            if checked is not None:
-                problem = checked.stderr.decode(errors="replace").strip() or "exit %d" % checked.returncode
-            raise ProviderError(ErrorKind.FAILED, "sshd rejected its configuration: %s" % problem)
-        try:
-            # Start sshd in the foreground (-D) behind a shell that exits at once: the
-            # pid is known before create returns (so a delete right after it can stop
-            # that exact process), and sshd is re-parented away from this worker.
-            done = subprocess.run(
-                ["/bin/sh", "-c", '"$0" -D -f "$1" -E "$2" </dev/null >/dev/null 2>&1 & echo $!',
-                 sshd, config, os.path.join(folder, "sshd.log")],
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=30, start_new_session=True, check=False)
-            pid = int(done.stdout.decode().strip() or 0)
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc)
-        if done.returncode != 0 or pid <= 0:
-            with open(os.path.join(folder, "deleted"), "w"):
-                pass  # nothing runs: mark it so observe does not report it
-            raise ProviderError(ErrorKind.FAILED, "could not start sshd: %s"
-                                % (done.stderr.decode(errors="replace").strip() or "no pid"))
-        with open(os.path.join(folder, "instance.pid"), "w") as handle:
-            handle.write("%d\n" % pid)
+        self._write_record(folder, spec, instance_id, port)
+        self._write_files(folder, spec, instance_id, port)
+        self._check_config(folder)
+        self._mark_spawned(folder)
+        pid = self._spawn(folder)
+        self._write_pid(folder, pid)
         return instance_id
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
@@ -231,32 +290,30 @@ class LocalProvider(Provider):
             if exc.errno == errno.ENOENT:
                 return []
             raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
+        scan = _sshd_processes()
+        where = Location(self.name, REGION)
         found = []
         for instance_id in entries:
             folder = os.path.join(vm_dir, instance_id)
-            try:
-                with open(os.path.join(folder, "instance.json")) as handle:
-                    meta = json.load(handle)
-            except (OSError, ValueError):
-                continue  # not (yet) an instance folder
-            pid = self._pid(folder)
-            alive = self._alive(pid, folder)
-            deleted = os.path.exists(os.path.join(folder, "deleted"))
-            where = Location(self.name, REGION)
-            if deleted:
-                if alive:
-                    found.append(Observed(instance_id, Status.TERMINATING, location=where))
+            record = self._record(folder)
+            if record is None:
+                continue  # not (yet) an instance folder: create died before its record
+            live = self._processes(folder, scan)
+            journal_id = record.get("journal_id") or None
+            if os.path.exists(os.path.join(folder, DELETED)):
+                if live:
+                    found.append(Observed(instance_id, Status.TERMINATING, location=where, journal_id=journal_id))
                 continue
-            if alive:
-                endpoint = SshEndpoint("127.0.0.1", int(meta["port"]), meta.get("user") or self.user)
-                found.append(Observed(instance_id, Status.RUNNING, endpoint=endpoint, location=where))
-            elif time.time() - float(meta.get("created_at", 0)) < _START_GRACE_S and (
-                    pid is None or self._exists(pid)):
-                # sshd not exec'd yet, or still starting: not Running, not failed either.
-                found.append(Observed(instance_id, Status.PENDING, location=where))
-            else:
+            if live:
+                endpoint = SshEndpoint("127.0.0.1", int(record["port"]), record.get("user") or self.user)
+                found.append(Observed(instance_id, Status.RUNNING, endpoint=endpoint, location=where,
+                                      journal_id=journal_id))
+            elif any(os.path.exists(os.path.join(folder, name)) for name in (SPAWNED, "instance.pid", "sshd.log")):
                 found.append(Observed(instance_id, Status.FAILED, reason="sshd is not running: %s"
-                                      % self._log_tail(folder), location=where))
+                                      % self._log_tail(folder), location=where, journal_id=journal_id))
+            else:
+                found.append(Observed(instance_id, Status.FAILED, reason=NEVER_STARTED, location=where,
+                                      journal_id=journal_id))
         return found
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
@@ -264,25 +321,33 @@ class LocalProvider(Provider):
             folder = self._folder(vm_name, instance_id)
             if not os.path.isdir(folder):
                 continue  # unknown or already cleaned up: success
-            with open(os.path.join(folder, "deleted"), "w"):
-                pass
-            pid = self._pid(folder)
-            if self._alive(pid, folder) or (pid and self._young(folder) and self._exists(pid)):
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                except OSError as exc:
-                    raise ProviderError(ErrorKind.TRANSIENT, "stopping sshd %d: %s" % (pid, exc))
+            # Two scans: a launching shell signalled in the first may have forked sshd just
+            # before; the second sees that child (a shell with a pending signal forks no more).
+            # The pid file's process, when it is still this instance's, is among those found.
+            for _scan in range(2):
+                for pid in self._processes(folder):
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+                    except OSError as exc:
+                        raise ProviderError(ErrorKind.TRANSIENT, "stopping sshd %d: %s" % (pid, exc))
+            # Marked only once signalled: an interrupted delete leaves a Running (or Failed)
+            # instance that the next delete stops, never a "Terminating" one nobody stops.
+            _touch(os.path.join(folder, DELETED))
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         vm_dir = self._vm_dir(vm_name)
         if not os.path.isdir(vm_dir):
             return
+        scan = _sshd_processes()
         busy = []
         for instance_id in sorted(os.listdir(vm_dir)):
             folder = os.path.join(vm_dir, instance_id)
-            if self._alive(self._pid(folder), folder):
+            record = self._record(folder) or {}
+            if record.get("journal_id") and record["journal_id"] != self.journal_id:
+                continue  # another controller's instance: never ours to remove
+            if self._processes(folder, scan):
                 busy.append(instance_id)
                 continue
             shutil.rmtree(folder, ignore_errors=True)

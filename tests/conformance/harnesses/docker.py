@@ -42,6 +42,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker imp
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 
+JOURNAL_ID = "conformance-journal"
 ENGINE_PRIMITIVES = ("plan", "prepare", "create", "observe", "delete")
 SUPPORTED = {
     ErrorKind.UNAVAILABLE: ("plan", "prepare"),
@@ -55,7 +56,8 @@ class _InjectableDocker(DockerProvider):
     """The real adapter; a primitive armed by the harness runs once on a faulty twin."""
 
     def __init__(self, harness: "DockerHarness"):
-        super().__init__({})
+        # Built as the core builds it: with its journal's id, so every container carries it.
+        super().__init__({}, journal_id=JOURNAL_ID)
         self._harness = harness
 
     def _route(self, primitive, *args):
@@ -119,17 +121,17 @@ class DockerHarness(Harness):
         kind = self._armed[1]
         self._armed = None
         if kind == ErrorKind.UNAVAILABLE:
-            return DockerProvider({"docker_host": "tcp://127.0.0.1:%d" % _closed_port()})
+            return _twin({"docker_host": "tcp://127.0.0.1:%d" % _closed_port()})
         if kind == ErrorKind.TRANSIENT:
-            return DockerProvider({"docker_host": "tcp://127.0.0.1:%d" % self._silent_port(), "timeout": 1})
+            return _twin({"docker_host": "tcp://127.0.0.1:%d" % self._silent_port(), "timeout": 1})
         if kind == ErrorKind.INVALID_REQUEST:
             if primitive == "prepare":
-                return DockerProvider({"base_image": "gpuprov-test/no-such-base:%s" % uuid.uuid4().hex[:8]})
-            return DockerProvider({"docker_host": "bogus://gpuprov-harness"})
+                return _twin({"base_image": "gpuprov-test/no-such-base:%s" % uuid.uuid4().hex[:8]})
+            return _twin({"docker_host": "bogus://gpuprov-harness"})
         if kind == ErrorKind.FAILED and primitive == "prepare":
-            return DockerProvider({"base_image": self._base_without_sshd()})
+            return _twin({"base_image": self._base_without_sshd()})
         if kind == ErrorKind.FAILED and primitive == "create":
-            return DockerProvider({"ssh_port": self._held_port()})
+            return _twin({"ssh_port": self._held_port()})
         raise AssertionError("unreachable: %s/%s" % (primitive, kind))
 
     def _after_fault(self) -> None:
@@ -196,6 +198,11 @@ class DockerHarness(Harness):
         if self._broken_base is not None:
             de.remove_image_and_build_cache(self.client, self._broken_base)
             self._broken_base = None
+
+
+def _twin(options) -> DockerProvider:
+    """A faulty twin of the harness's adapter (same journal id)."""
+    return DockerProvider(options, journal_id=JOURNAL_ID)
 
 
 def _closed_port() -> int:

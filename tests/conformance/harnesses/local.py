@@ -8,7 +8,9 @@ Errors are produced honestly by pointing the adapter at a broken sshd:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import stat
 import time
 import uuid
@@ -22,6 +24,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness
+
+JOURNAL_ID = "conformance-journal"
 
 _INJECTABLE = {
     ErrorKind.INVALID_REQUEST: ("plan", "prepare", "create"),
@@ -39,7 +43,8 @@ class LocalHarness(Harness):
         self.tmp = tmp
         self.root = os.path.join(tmp, "local")
         self.options = {"root": self.root}
-        self.provider = LocalProvider(self.options)
+        # Built as the core builds it: with its journal's id, so every folder carries it.
+        self.provider = LocalProvider(self.options, journal_id=JOURNAL_ID)
         public = ensure_controller_key(os.path.join(tmp, "id_ed25519"))
         name = "conf-" + uuid.uuid4().hex[:8]
         self.request = ResourceRequest(vm_name=name)
@@ -91,14 +96,13 @@ class LocalHarness(Harness):
         return {os.path.relpath(f, self.root) for f in self._folders()}
 
     def instance_ids(self) -> List[str]:
-        return [os.path.basename(f) for f in self._folders()
-                if LocalProvider._alive(LocalProvider._pid(f), f)]
+        return [os.path.basename(f) for f in self._folders() if LocalProvider._processes(f)]
 
     def settle_deleted(self, location, instance_id: str) -> None:
         """delete sends SIGTERM and returns; wait (bounded) for that sshd to exit."""
-        folder = os.path.join(self.root, self.spec.vm_name, instance_id)
+        folders = [f for f in self._folders() if os.path.basename(f) == instance_id]
         for _attempt in range(500):
-            if not LocalProvider._alive(LocalProvider._pid(folder), folder):
+            if not any(LocalProvider._processes(folder) for folder in folders):
                 return
             time.sleep(0.01)
         raise AssertionError("sshd of %s did not exit after SIGTERM" % instance_id)
@@ -108,9 +112,9 @@ class LocalHarness(Harness):
 
     def close(self) -> None:
         for folder in self._folders():
-            pid = LocalProvider._pid(folder)
-            if LocalProvider._alive(pid, folder):
-                os.kill(pid, 15)
+            for pid in LocalProvider._processes(folder):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
 
 
 def make_harness(tmp_path_factory):

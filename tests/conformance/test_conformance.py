@@ -15,7 +15,16 @@ What each check pins down:
 * every error kind the harness can inject maps to that kind;
 * no adapter sleeps or polls: time.sleep raises inside every primitive, and the
   adapter's source holds no sleep and no ``while True``;
-* a crash right after create is adoptable: a fresh adapter instance finds the VM.
+* a crash right after create is adoptable: a fresh adapter instance finds the VM;
+* journal identity: what create made is observed with the adapter's journal id; an
+  adapter of another journal observes it with the first's id (the core refuses the
+  name on that), and its cleanup, alone or after its own prepare, leaves every
+  resource of the first in place (harnesses build their adapter with a journal id);
+* crash points: a crash before each direct call of create and of delete, and after
+  each returned, leaves a world a fresh adapter tells the truth about, from which the
+  core's recovery reaches exactly one usable instance (create) or none (delete) and
+  leaves no resource behind. The matrix (point x cloud x outcome) is printed
+  (``pytest -s``) and is the message of a failure.
 """
 
 from __future__ import annotations
@@ -27,9 +36,11 @@ import io
 import json
 import pathlib
 import re
+import sys
 import threading
 import time
 import tokenize
+import uuid
 
 import pytest
 
@@ -320,3 +331,328 @@ def test_crash_after_create_is_adoptable(harness):
         assert harness.resources() == before
     finally:
         _teardown(harness, offer.location, name)
+
+
+# -- journal identity --------------------------------------------------------------------
+
+def _journal_id(harness) -> str:
+    journal_id = harness.provider.journal_id
+    assert journal_id, ("the %s harness builds its adapter without a journal id; the core always passes "
+                        "one (Provider(options, journal_id=...))" % harness.cloud)
+    return journal_id
+
+
+def _other_journal(harness):
+    """An adapter on the same fake working for another journal (a second controller)."""
+    other_id = "other" + uuid.uuid4().hex[:27]
+    assert other_id != _journal_id(harness)
+    return adapter_class(harness.provider)(dict(harness.provider.options), journal_id=other_id)
+
+
+def test_observe_reports_the_journal_that_made_it(harness):
+    journal_id = _journal_id(harness)
+    offer = _offer(harness)
+    name = harness.spec.vm_name
+    try:
+        instance_id = _launch(harness, offer, harness.spec)
+        found = harness.new_provider().observe(offer.location, name)
+        assert [(o.instance_id, o.journal_id) for o in found] == [(instance_id, journal_id)], (
+            "observe must report the journal id the instance was made with: %r" % (found,))
+        assert found[0].owned_by(journal_id)
+    finally:
+        _teardown(harness, offer.location, name)
+
+
+def test_another_journal_sees_but_never_removes(harness):
+    journal_id = _journal_id(harness)
+    offer = _offer(harness)
+    name = harness.spec.vm_name
+    other = _other_journal(harness)
+    try:
+        instance_id = _launch(harness, offer, harness.spec)
+        harness.settle(offer.location, instance_id)
+        made = harness.resources()
+
+        # The second controller sees the name taken, by whom: the core refuses on that.
+        found = other.observe(offer.location, name)
+        assert [(o.instance_id, o.journal_id) for o in found] == [(instance_id, journal_id)], (
+            "another journal's observe must report the first's instance with the first's journal id: %r"
+            % (found,))
+        assert not found[0].owned_by(other.journal_id)
+
+        # Its cleanup (alone, and after its own prepare: a compensation) neither waits for
+        # nor removes anything of the first controller's.
+        other.cleanup(offer.location, name)
+        assert harness.resources() == made, "another journal's cleanup removed the first's resources"
+        other.prepare(offer, harness.spec)
+        other.cleanup(offer.location, name)
+        assert harness.resources() == made, (
+            "another journal's prepare + cleanup changed the first's resources: gone %s, left %s" % (
+                sorted(made - harness.resources()), sorted(harness.resources() - made)))
+        assert _ids(harness.provider.observe(offer.location, name)) == [instance_id]
+    finally:
+        _teardown(harness, offer.location, name)
+        with contextlib.suppress(ProviderError):
+            other.cleanup(offer.location, name)
+
+
+# -- crash points inside create and delete -----------------------------------------------
+#
+# The controller can die between any two steps of a primitive. The suite finds the steps
+# without knowing the adapter: a profiler counts the calls made directly from the
+# primitive's own frame (Python and C calls alike: an os.kill or an API call is one), and
+# a second run raises SimulatedCrash just before the k-th, for every k, and once after
+# the primitive returned (its result lost). After each crash a fresh adapter (nothing of
+# the first survives) must tell the truth, and the core's recovery must end with exactly
+# one instance (create) or none (delete) and no leftover resources. SimulatedCrash is a
+# BaseException, so ``except Exception`` does not stop it; ``finally`` blocks and context
+# managers still run, where a real kill would skip them (so an adapter must not rely on
+# them for what a crash leaves behind). The dying adapter and the one that
+# recovers are fresh (harness.new_provider()); prepare, idempotent and journalled by the
+# core, is made once a point by the harness's own adapter (sparing an SDK client start-up),
+# and the recovering create gets what it returned, as a re-run gets it from the journal.
+
+class SimulatedCrash(BaseException):
+    """The controller dies here."""
+
+
+class _CrashTracer:
+    """A profiler counting the direct calls of one activation of ``code``; with
+    ``crash_at`` it raises SimulatedCrash just before that call (1-based)."""
+
+    def __init__(self, code, crash_at=None):
+        self.code, self.crash_at = code, crash_at
+        self.frame = None
+        self.calls = []        # "L<line> <callee>" of each direct call, in order
+        self.crashed = False
+        self._previous = None
+
+    def __enter__(self):
+        self._previous = sys.getprofile()
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._previous)
+        return False
+
+    def __call__(self, frame, event, arg):
+        if event == "call":
+            if self.frame is None:
+                if frame.f_code is self.code:
+                    self.frame = frame
+                return
+            if frame.f_back is not self.frame:
+                return
+            callee = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+        elif event == "c_call":
+            if self.frame is None or frame is not self.frame:
+                return
+            callee = getattr(arg, "__qualname__", None) or getattr(arg, "__name__", None) or repr(arg)
+        else:
+            return
+        self.calls.append("L%d %s" % (self.frame.f_lineno, callee))
+        if self.crash_at is not None and len(self.calls) == self.crash_at and not self.crashed:
+            self.crashed = True
+            raise SimulatedCrash(self.calls[-1])
+
+
+def _primitive_code(provider, primitive):
+    """The code object of the adapter's own ``primitive`` (decorators unwrapped)."""
+    return inspect.unwrap(getattr(adapter_class(provider), primitive)).__code__
+
+
+class _Matrix:
+    """Rows of point x cloud x outcome, printed as they come and kept for the assertion."""
+
+    def __init__(self, cloud, primitive):
+        self.cloud, self.primitive = cloud, primitive
+        self.rows = []
+
+    def add(self, point, outcome):
+        self.rows.append((point, outcome))
+        print("crash-matrix  %-6s  %-52s  %s" % (self.cloud, point[:52], outcome))
+
+    @property
+    def failed(self):
+        return [(point, outcome) for point, outcome in self.rows if not outcome.startswith("ok")]
+
+    def totals(self):
+        return "crash-matrix totals  %s/%s: %d points, %d ok, %d failed" % (
+            self.cloud, self.primitive, len(self.rows), len(self.rows) - len(self.failed), len(self.failed))
+
+    def report(self):
+        lines = ["crash-matrix  %-6s  %-52s  %s" % (self.cloud, p[:52], o) for p, o in self.rows]
+        return "\n".join(lines + [self.totals()])
+
+
+def _truth(harness, fresh, location, name, live_before):
+    """A fresh adapter's observe, and what it failed to report of the live instances."""
+    found = fresh.observe(location, name)
+    missing = sorted(set(harness.instance_ids()) - live_before - {o.instance_id for o in found})
+    return found, (["observe misses live instance(s) %s" % missing] if missing else [])
+
+
+def _settle_gone(harness, location, instance_ids):
+    for instance_id in instance_ids:
+        harness.settle_deleted(location, instance_id)
+
+
+def _recover_create(harness, offer, prepared, before, live_before):
+    """What the core does after a crash inside create (its journal holds ``prepared``);
+    returns (how, problems)."""
+    name, journal_id, location = harness.spec.vm_name, harness.provider.journal_id, offer.location
+    fresh = harness.new_provider()
+    found, problems = _truth(harness, fresh, location, name, live_before)
+    foreign = [o.instance_id for o in found if not o.owned_by(journal_id)]
+    if foreign:
+        problems.append("observe reports instances of another journal %s" % foreign)
+    own = [o for o in found if o.owned_by(journal_id)]
+    leftovers = [o.instance_id for o in own if not o.live]
+    live = [o for o in own if o.live]
+    if leftovers:  # the core deletes them, then creates again at once
+        fresh.delete(location, name, leftovers)
+    if len(live) > 1:
+        problems.append("duplicate: %d live instances %s" % (len(live), _ids(live)))
+    if live:
+        instance_id, how = live[0].instance_id, "adopted a %s instance" % live[0].status
+    else:
+        instance_id = fresh.create(offer, prepared, harness.spec)
+        how = "created afresh"
+    if leftovers:
+        how += " after deleting %d %s leftover(s)" % (len(leftovers), "/".join(
+            sorted({o.status for o in own if not o.live})))
+    _settle_gone(harness, location, leftovers)
+    harness.settle(location, instance_id)
+    after = fresh.observe(location, name)
+    live_after = [o for o in after if o.live]
+    if _ids(live_after) != [instance_id] or not live_after[0].usable:
+        problems.append("not exactly one usable instance after recovery: %r" % (after,))
+    unseen = sorted(set(harness.instance_ids()) - live_before - {instance_id})
+    if unseen:
+        problems.append("live instances besides the recovered one: %s" % unseen)
+    mine = _ids(o for o in after if o.owned_by(journal_id))
+    fresh.delete(location, name, mine)
+    _settle_gone(harness, location, mine)
+    fresh.cleanup(location, name)
+    problems.extend(_leaks(harness, before))
+    return how, problems
+
+
+def _recover_delete(harness, location, before, live_before):
+    """What the core's teardown does after a crash inside delete; returns (how, problems)."""
+    name, journal_id = harness.spec.vm_name, harness.provider.journal_id
+    fresh = harness.new_provider()
+    found, problems = _truth(harness, fresh, location, name, live_before)
+    own = [o for o in found if o.owned_by(journal_id)]
+    again = [o.instance_id for o in own if not o.leaving]
+    if again:
+        fresh.delete(location, name, again)
+    _settle_gone(harness, location, _ids(own))
+    fresh.cleanup(location, name)
+    left = fresh.observe(location, name)
+    if left:
+        problems.append("observe still reports %r after teardown" % (left,))
+    unseen = sorted(set(harness.instance_ids()) - live_before)
+    if unseen:
+        problems.append("live instances after teardown: %s" % unseen)
+    problems.extend(_leaks(harness, before))
+    how = ("deleted %s again" % again) if again else ("nothing left to delete (%s)" % (
+        "/".join(sorted({o.status for o in own})) or "gone"))
+    return how, problems
+
+
+def _leaks(harness, before):
+    now = harness.resources()
+    if now == before:
+        return []
+    return ["resources differ from before the point: left %s, gone %s" % (sorted(now - before), sorted(before - now))]
+
+
+def _crash_run(harness, run, code, crash_at):
+    """Run ``run(tracer)``; (tracer, problem or None). crash_at None = the after-return point."""
+    tracer = _CrashTracer(code, crash_at)
+    try:
+        run(tracer)
+    except SimulatedCrash:
+        return tracer, None
+    if crash_at is None:
+        return tracer, None
+    if tracer.crashed:
+        return tracer, "the adapter swallowed the crash (it caught a BaseException)"
+    return tracer, "ran to completion after %d direct calls (fewer than the counting run)" % len(tracer.calls)
+
+
+def _crash_matrix(harness, primitive, point_run, recover):
+    """Count the direct calls of ``primitive`` in a run whose result is then lost (the
+    after-return point), then crash before each of those calls in turn."""
+    offer = _offer(harness)
+    code = _primitive_code(harness.provider, primitive)
+    matrix = _Matrix(harness.cloud, primitive)
+    counted = []
+
+    def point(crash_at):
+        label = ("%s#%02d %s" % (primitive, crash_at, counted[crash_at - 1]) if crash_at
+                 else "%s#after-return" % primitive)
+        try:
+            tracer, problem = _crash_run(harness, lambda tracer: point_run(offer, tracer), code, crash_at)
+            if crash_at is None:
+                counted.extend(tracer.calls)
+            how, problems = recover(offer)
+            if problem:
+                problems.insert(0, problem)
+            if crash_at and tracer.calls[crash_at - 1:crash_at] != [counted[crash_at - 1]]:
+                how += " (crashed before %s this time)" % (tracer.calls[crash_at - 1:crash_at] or ["nothing"])[0]
+            return label, ("FAIL: " + "; ".join(problems) + " [" + how + "]") if problems else "ok: " + how
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a row, the matrix goes on
+            _teardown(harness, offer.location, harness.spec.vm_name, provider=harness.new_provider())
+            return label, "FAIL: %s: %s" % (type(exc).__name__, exc)
+
+    after_return = point(None)
+    assert counted, "no call was seen from %s's own frame: %s" % (primitive, after_return)
+    for crash_at in range(1, len(counted) + 1):
+        matrix.add(*point(crash_at))
+    matrix.add(*after_return)
+    print(matrix.totals())
+    assert not matrix.failed, "crash points failed (point x cloud x outcome):\n" + matrix.report()
+
+
+def test_crash_inside_create(harness):
+    _journal_id(harness)
+    state = {}
+
+    def point_run(offer, tracer):
+        state["before"], state["live"] = harness.resources(), set(harness.instance_ids())
+        state["prepared"] = harness.provider.prepare(offer, harness.spec)
+        crashed = harness.new_provider()  # the controller that dies inside create
+        with tracer:
+            crashed.create(offer, state["prepared"], harness.spec)
+
+    def recover(offer):
+        return _recover_create(harness, offer, state["prepared"], state["before"], state["live"])
+
+    try:
+        _crash_matrix(harness, "create", point_run, recover)
+    finally:
+        _teardown(harness, _offer(harness).location, harness.spec.vm_name, provider=harness.new_provider())
+
+
+def test_crash_inside_delete(harness):
+    _journal_id(harness)
+    state = {}
+
+    def point_run(offer, tracer):
+        state["before"], state["live"] = harness.resources(), set(harness.instance_ids())
+        instance_id = _launch(harness, offer, harness.spec)
+        harness.settle(offer.location, instance_id)
+        crashed = harness.new_provider()  # the controller that dies inside delete
+        with tracer:
+            crashed.delete(offer.location, harness.spec.vm_name, [instance_id])
+
+    def recover(offer):
+        return _recover_delete(harness, offer.location, state["before"], state["live"])
+
+    try:
+        _crash_matrix(harness, "delete", point_run, recover)
+    finally:
+        _teardown(harness, _offer(harness).location, harness.spec.vm_name, provider=harness.new_provider())

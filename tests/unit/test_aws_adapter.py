@@ -22,7 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userda
     BOOT_SCRIPT_PATH, parse_user_data,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
@@ -544,3 +544,105 @@ def _closed_port():
     port = sock.getsockname()[1]
     sock.close()
     return port
+
+
+# -- journal identity ------------------------------------------------------------------------
+
+JOURNAL_A = "0123456789abcdef0123456789abcdef"
+JOURNAL_B = "fedcba9876543210fedcba9876543210"
+
+
+def make_for(make, journal_id):
+    """An adapter of the ``make`` fixture's account working for ``journal_id``."""
+    built = make()
+    return AwsProvider(built.options, journal_id=journal_id)
+
+
+def test_every_resource_carries_the_journal_id(make, ec2):
+    provider = make_for(make, JOURNAL_A)
+    offer = offer_for()
+    spec = spec_for("jid1")
+    prepared = provider.prepare(offer, spec)
+    instance_id = provider.create(offer, prepared, spec)
+
+    assert tags_of(instance(ec2, instance_id))[JOURNAL_ID_TAG] == JOURNAL_A
+    volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}])["Volumes"]
+    assert volumes and all(tags_of(v)[JOURNAL_ID_TAG] == JOURNAL_A for v in volumes)
+    (group,) = groups_of(ec2, "jid1")
+    assert tags_of(group)[JOURNAL_ID_TAG] == JOURNAL_A and tags_of(group)[VM_NAME_TAG] == "jid1"
+    assert group["GroupName"] == "gpuprov-jid1" + aws.journal_suffix(JOURNAL_A)
+    assert group["GroupId"] == prepared["security_group_id"]
+
+    (seen,) = make().observe(LOC, "jid1")   # a legacy adapter sees it too, with whose it is
+    assert (seen.instance_id, seen.journal_id) == (instance_id, JOURNAL_A)
+
+
+def test_observe_reports_no_journal_for_a_legacy_instance(provider, ec2):
+    offer = offer_for()
+    instance_id = provider.create(offer, provider.prepare(offer, spec_for("old1")), spec_for("old1"))
+    assert JOURNAL_ID_TAG not in tags_of(instance(ec2, instance_id))
+    (seen,) = provider.observe(LOC, "old1")
+    assert seen.journal_id is None and seen.owned_by(JOURNAL_A)
+
+
+def test_two_journals_keep_apart(make, ec2):
+    first, second = make_for(make, JOURNAL_A), make_for(make, JOURNAL_B)
+    offer, spec = offer_for(), spec_for("twin1")
+    theirs = first.create(offer, first.prepare(offer, spec), spec)
+    prepared = second.prepare(offer, spec)   # its own group: group names are unique per VPC
+    assert len(groups_of(ec2, "twin1")) == 2
+    # the other journal's instance neither blocks its cleanup nor loses its group
+    second.cleanup(LOC, "twin1")
+    (left,) = groups_of(ec2, "twin1")
+    assert tags_of(left)[JOURNAL_ID_TAG] == JOURNAL_A and left["GroupId"] != prepared["security_group_id"]
+    assert instance(ec2, theirs)["State"]["Name"] == "running"
+    # its own cleanup still waits for its own instance
+    with pytest.raises(ProviderError) as info:
+        first.cleanup(LOC, "twin1")
+    assert info.value.kind == ErrorKind.TRANSIENT and theirs in info.value.msg
+
+
+def test_cleanup_removes_legacy_groups_with_its_own(make, provider, ec2):
+    offer, spec = offer_for(), spec_for("mix1")
+    provider.prepare(offer, spec)                      # made before journal ids: gpuprov-mix1
+    journalled = make_for(make, JOURNAL_A)
+    journalled.prepare(offer, spec)
+    make_for(make, JOURNAL_B).prepare(offer, spec)     # another controller's
+    assert len(groups_of(ec2, "mix1")) == 3
+    journalled.cleanup(LOC, "mix1")
+    assert [tags_of(g).get(JOURNAL_ID_TAG) for g in groups_of(ec2, "mix1")] == [JOURNAL_B]
+
+
+def test_prepare_refuses_a_group_of_another_journal(make, ec2):
+    provider = make_for(make, JOURNAL_A)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    ec2.create_security_group(   # the name this journal would use, taken by another journal
+        GroupName="gpuprov-clash1" + aws.journal_suffix(JOURNAL_A), VpcId=vpc, Description="x",
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": [
+            {"Key": VM_NAME_TAG, "Value": "clash1"}, {"Key": JOURNAL_ID_TAG, "Value": JOURNAL_B}]}])
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer_for(), spec_for("clash1"))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and JOURNAL_B in info.value.msg
+
+
+def test_prepare_tags_an_untagged_group(make, ec2):
+    provider = make_for(make, JOURNAL_A)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    group_id = ec2.create_security_group(GroupName="gpuprov-bare1" + aws.journal_suffix(JOURNAL_A),
+                                         VpcId=vpc, Description="made by hand")["GroupId"]
+    assert provider.prepare(offer_for(), spec_for("bare1"))["security_group_id"] == group_id
+    (group,) = groups_of(ec2, "bare1")
+    assert tags_of(group)[JOURNAL_ID_TAG] == JOURNAL_A
+
+
+@pytest.mark.parametrize("journal_id", ["x" * 257, "tab\tin-it", "aws:reserved"])
+def test_a_journal_id_that_cannot_be_a_tag_fails_before_any_call(make, moto_ec2, account, journal_id):
+    provider = make_for(make, journal_id)
+    for call in (lambda: provider.prepare(offer_for(), spec_for("badj1")),
+                 lambda: provider.create(offer_for(), {"subnets": [{"subnet_id": "s", "zone": "z"}],
+                                                       "security_group_id": "sg", "image_id": "ami"},
+                                         spec_for("badj1"))):
+        with pytest.raises(ProviderError) as info:
+            call()
+        assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith(JOURNAL_ID_TAG)
+    assert moto_ec2.calls(account=account["aws_access_key_id"]) == []

@@ -4,6 +4,7 @@ the HTTP fake in tests/fakes/gcp_compute.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,8 +14,8 @@ pytest.importorskip("pytest_httpserver")
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp as gcp_mod  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer, ProviderError,
-    ResourceRequest, Status,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
+    ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import GcpProvider  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider  # noqa: E402
@@ -31,11 +32,11 @@ def fake():
     made.stop()
 
 
-def make(fake, **options):
+def make(fake, journal_id=None, **options):
     # SDK read retries off: one injected fault = one classified error, no library sleeps.
     opts = {"project": fake.project, "api_endpoint": fake.url, "read_retry_s": 0}
     opts.update(options)
-    return GcpProvider(opts)
+    return GcpProvider(opts, journal_id=journal_id)
 
 
 @pytest.fixture
@@ -629,3 +630,106 @@ def test_ladder_shape():
     assert gcp_catalog.select_rungs("A100-80GB", 2, False)[0].machine_type == "a2-ultragpu-2g"
     assert gcp_catalog.select_rungs("H200", 1, False)[0].machine_type == "a3-ultragpu-8g"
     assert gcp_catalog.region_of("europe-west4-a") == "europe-west4"
+
+
+# -- journal identity --------------------------------------------------------------------------------
+
+JOURNAL_A = "0123456789abcdef0123456789abcdef"
+JOURNAL_B = "fedcba9876543210fedcba9876543210"
+
+
+def test_instance_disk_and_rule_carry_the_journal_id(fake):
+    provider = make(fake, JOURNAL_A)
+    offer, prepared, _spec, iid = launched(fake, provider)
+    labels = {VM_NAME_TAG: "train1", JOURNAL_ID_TAG: JOURNAL_A}
+    body = insert_body(fake)
+    assert body["labels"] == labels
+    assert body["disks"][0]["initializeParams"]["labels"] == labels
+    rule = gcp_catalog.firewall_name("train1", JOURNAL_A)
+    assert prepared["firewall"] == rule == "gpuprov-train1" + gcp_catalog.journal_suffix(JOURNAL_A)
+    assert body["tags"]["items"] == [rule]
+    description = fake.firewalls[rule]["description"]
+    assert description.endswith("(%s=train1, %s=%s)" % (VM_NAME_TAG, JOURNAL_ID_TAG, JOURNAL_A))
+    assert gcp_catalog.described_identity(description) == labels
+    (seen,) = make(fake).observe(offer.location, "train1")   # anyone sees whose it is
+    assert (seen.instance_id, seen.journal_id) == (iid, JOURNAL_A)
+
+
+def test_a_legacy_instance_reports_no_journal(fake, provider):
+    offer, prepared, _spec, _iid = launched(fake, provider)
+    assert prepared["firewall"] == "gpuprov-train1"
+    assert JOURNAL_ID_TAG not in insert_body(fake)["labels"]
+    assert fake.firewalls["gpuprov-train1"]["description"].endswith("(%s=train1)" % VM_NAME_TAG)
+    (seen,) = make(fake, JOURNAL_A).observe(offer.location, "train1")
+    assert seen.journal_id is None and seen.owned_by(JOURNAL_A)
+
+
+def test_create_refuses_another_journals_instance_of_the_name(fake):
+    first, second = make(fake, JOURNAL_A), make(fake, JOURNAL_B)
+    offer, _prepared, s, iid = launched(fake, first)
+    with pytest.raises(ProviderError) as info:
+        second.create(offer, second.prepare(offer, s), s)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert "made by another controller" in info.value.msg and JOURNAL_A in info.value.msg
+    assert fake.instances[(offer.zone, iid)]["labels"][JOURNAL_ID_TAG] == JOURNAL_A
+
+
+def test_create_takes_back_a_legacy_instance_of_the_name(fake, provider):
+    offer, prepared, s, iid = launched(fake, provider)
+    journalled = make(fake, JOURNAL_A)
+    assert journalled.create(offer, journalled.prepare(offer, s), s) == iid
+
+
+def test_create_over_an_instance_still_going_is_transient(fake):
+    provider = make(fake, JOURNAL_A)
+    fake.delete_lag = 5
+    offer, prepared, s, iid = launched(fake, provider)
+    provider.delete(offer.location, "train1", [iid])      # the core deletes a leftover, creates at once
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, s)
+    assert info.value.kind == ErrorKind.TRANSIENT and "STOPPING" in info.value.msg
+
+
+def test_two_journals_have_their_own_rules_and_cleanups(fake, provider):
+    first, second = make(fake, JOURNAL_A), make(fake, JOURNAL_B)
+    offer_a, _prepared, s, iid = launched(fake, first)
+    offer_b = offer_for(second, zone="us-central1-b")
+    second.create(offer_b, second.prepare(offer_b, s), s)    # same name, another zone
+    provider.prepare(offer_a, s)                               # and a rule made before journal ids
+    assert sorted(fake.firewalls) == sorted(["gpuprov-train1", gcp_catalog.firewall_name("train1", JOURNAL_A),
+                                             gcp_catalog.firewall_name("train1", JOURNAL_B)])
+    first.delete(offer_a.location, "train1", [iid])
+    first.cleanup(offer_a.location, "train1")
+    assert sorted(fake.firewalls) == [gcp_catalog.firewall_name("train1", JOURNAL_B)]
+    assert [o.journal_id for o in second.observe(offer_b.location, "train1")] == [JOURNAL_B]
+
+
+def test_cleanup_keeps_a_legacy_named_rule_that_names_another_journal(fake):
+    provider = make(fake, JOURNAL_A)
+    fake.firewalls["gpuprov-train1"] = {"name": "gpuprov-train1", "description": "gpuprov: SSH for VM train1 "
+                                        "(%s=train1, %s=%s)" % (VM_NAME_TAG, JOURNAL_ID_TAG, JOURNAL_B)}
+    provider.cleanup(Location("gcp", "us-central1", "us-central1-a"), "train1")
+    assert list(fake.firewalls) == ["gpuprov-train1"]
+
+
+@pytest.mark.parametrize("journal_id", ["UPPER", "x" * 64, "dots.in.it"])
+def test_a_journal_id_that_cannot_be_a_label_fails_before_any_call(fake, journal_id):
+    provider = make(fake, journal_id)
+    offer = offer_for(make(fake))
+    calls = len(fake.calls)
+    for call in (lambda: provider.prepare(offer, spec()),
+                 lambda: provider.create(offer, {"image": "x", "network_tag": "t"}, spec())):
+        with pytest.raises(ProviderError) as info:
+            call()
+        assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith(JOURNAL_ID_TAG)
+    assert len(fake.calls) == calls
+
+
+def test_journal_rule_names_fit_gcp_limits():
+    for vm in ("a" * 63, "9" * 63, "train1"):
+        for journal_id in (JOURNAL_A, JOURNAL_B):
+            name = gcp_catalog.firewall_name(vm, journal_id)
+            assert re.match(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$", name), name
+            assert name.endswith(gcp_catalog.journal_suffix(journal_id))
+        assert gcp_catalog.firewall_name(vm, JOURNAL_A) != gcp_catalog.firewall_name(vm, JOURNAL_B)
+        assert gcp_catalog.firewall_name(vm, None) == gcp_catalog.firewall_name(vm)

@@ -9,7 +9,7 @@ plan       static GPU -> instance-type ladder (aws_catalog.LADDER) x regions;
 prepare    DescribeInstanceTypeOfferings (zones; none -> Unavailable), image
            (ami_id option, else the public SSM parameter, else the newest image
            matching a name filter), default-VPC default subnets in those zones,
-           per-VM security group ``gpuprov-<name>`` tagged with the VM name,
+           per-VM security group ``gpuprov-<name>-j<8 hex>`` (see Identity),
            ingress 22 (+ 6443/80/443 with k3s_direct) from the allowed CIDRs.
 create     one RunInstances per subnet, in zone order, moving on only for
            zone-capacity errors; fail-fast client (no SDK retries); tags on
@@ -17,10 +17,20 @@ create     one RunInstances per subnet, in zone order, moving on only for
            ClientToken derived from the prepared attempt, so an ambiguous
            failure re-run cannot start a second instance.
 observe    DescribeInstances by tag, live states only; endpoint once Running
-           with a public IP (public-IP lag = no endpoint yet).
+           with a public IP (public-IP lag = no endpoint yet); the journal id tag.
 delete     TerminateInstances per id; unknown ids are success. No waiting.
-cleanup    delete the VM's security groups once no instance of it is left.
+cleanup    delete the VM's security groups of this journal (or of none) once no
+           instance of it that this journal owns is left.
 =========  ==================================================================
+
+Identity: the instance, its volumes and its security group carry the tags
+``gpuprov-vm-name`` and, when the adapter works for a journal, ``gpuprov-journal-id``
+(set at creation through TagSpecifications, so no untagged resource ever exists).
+A journal's group is named ``gpuprov-<name>-j<8 hex of sha256(journal id)>``: group
+names are unique per VPC, and two controllers' VMs of one name must not share one.
+Groups made before journal ids are named ``gpuprov-<name>`` and carry no journal id
+tag; cleanup removes them with the journal's own. Another journal's instances and
+groups are never waited for nor removed.
 
 Options (``self.options``; all optional):
 
@@ -55,13 +65,14 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import urllib.error
 from typing import Any, Dict, List, Optional
 
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
     Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_catalog import (
@@ -94,6 +105,9 @@ _FAILED_REASON_CODES = ("Client.VolumeLimitExceeded", "Client.InternalError",
 K3S_DIRECT_PORTS = (6443, 80, 443)
 DEFAULT_CONTROLLER_IP_URL = "https://checkip.amazonaws.com"
 _MISSING_PARAMETER_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "AccessDeniedException")
+# EC2 accepts any tag value up to 256 characters; the set other AWS services accept
+# (letters, digits, spaces and _ . : / = + - @) keeps a journal id portable.
+_TAG_VALUE_RE = re.compile(r"^[\w .:/=+\-@]{0,256}$")
 
 
 def _truthy(value: Any) -> bool:
@@ -111,6 +125,11 @@ def _classified(method):
         except (BotoCoreError, ClientError) as exc:
             raise classify_error(exc) from exc
     return wrapper
+
+
+def journal_suffix(journal_id: Optional[str]) -> str:
+    """``-j`` + 8 hex digits of the journal id's hash ('' without a journal id)."""
+    return "-j" + hashlib.sha256(journal_id.encode("utf-8")).hexdigest()[:8] if journal_id else ""
 
 
 def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instance_type: str, spot: bool) -> str:
@@ -164,6 +183,7 @@ class AwsProvider(Provider):
     @_classified
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         name = validate_vm_name(spec.vm_name)
+        self._identity_tags(name)  # a journal id that cannot be a tag fails before any call
         ports = self._ports(spec)
         cidrs = self._allowed_cidrs(spec)
         ec2 = self._client("ec2", offer.region)
@@ -185,8 +205,7 @@ class AwsProvider(Provider):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "prepared: missing subnets, security group or image; run prepare first")
         user = spec.ssh_user or self.options.get("ssh_user") or DEFAULT_SSH_USER
-        tags = [{"Key": VM_NAME_TAG, "Value": name}, {"Key": "Name", "Value": name},
-                {"Key": SSH_USER_TAG, "Value": user}]
+        tags = self._identity_tags(name) + [{"Key": "Name", "Value": name}, {"Key": SSH_USER_TAG, "Value": user}]
         params: Dict[str, Any] = {
             "ImageId": prepared["image_id"], "InstanceType": offer.instance_type,
             "MinCount": 1, "MaxCount": 1,
@@ -232,7 +251,7 @@ class AwsProvider(Provider):
         ec2 = self._client("ec2", location.region)
         settled = set()
         for inst in self._instances(ec2, [{"Name": "instance-id", "Values": ids}]):
-            owner = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}.get(VM_NAME_TAG)
+            owner = _tags(inst).get(VM_NAME_TAG)
             if owner != vm_name:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "instance_ids: %s belongs to %s, not to VM %s"
                                     % (inst["InstanceId"], owner or "no gpuprov VM", vm_name))
@@ -251,14 +270,16 @@ class AwsProvider(Provider):
 
     @_classified
     def cleanup(self, location: Location, vm_name: str) -> None:
-        left = self.observe(location, vm_name)
+        # Another journal's instances use that journal's group: they neither block nor matter here.
+        left = [o for o in self.observe(location, vm_name) if o.owned_by(self.journal_id)]
         if left:
             raise ProviderError(ErrorKind.TRANSIENT, "cleanup: instances of %s still present (%s)" % (
                 vm_name, ", ".join("%s %s" % (o.instance_id, o.status) for o in left)))
         ec2 = self._client("ec2", location.region)
         groups = ec2.describe_security_groups(
             Filters=[{"Name": "tag:" + VM_NAME_TAG, "Values": [vm_name]}]).get("SecurityGroups", [])
-        for group_id in sorted(g["GroupId"] for g in groups):
+        ours = [g for g in groups if _tags(g).get(JOURNAL_ID_TAG) in (None, self.journal_id)]
+        for group_id in sorted(g["GroupId"] for g in ours):
             try:
                 ec2.delete_security_group(GroupId=group_id)
             except ClientError as exc:
@@ -266,6 +287,15 @@ class AwsProvider(Provider):
                     raise
 
     # -- helpers --------------------------------------------------------------------
+    def _identity_tags(self, vm_name: str) -> List[Dict[str, str]]:
+        """identity_tags as EC2 tags; InvalidRequest for a value no AWS tag may hold."""
+        tags = self.identity_tags(vm_name)
+        for key, value in tags.items():
+            if not _TAG_VALUE_RE.match(value) or value.lower().startswith("aws:"):
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: %r cannot be an AWS tag value (at most 256 "
+                                    "letters, digits, spaces and _ . : / = + - @)" % (key, value))
+        return [{"Key": key, "Value": value} for key, value in tags.items()]
+
     @property
     def _k3s_direct(self) -> bool:
         return _truthy(self.options.get("k3s_direct"))
@@ -304,14 +334,14 @@ class AwsProvider(Provider):
         if state in ("stopping", "stopped", "shutting-down") and (
                 code.startswith("Server.") or code in _FAILED_REASON_CODES):
             status = Status.FAILED  # spot interruption, capacity loss, bad volume...
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+        tags = _tags(inst)
         user = tags.get(SSH_USER_TAG) or self.options.get("ssh_user") or DEFAULT_SSH_USER
         public_ip = inst.get("PublicIpAddress")
         endpoint = SshEndpoint(host=public_ip, port=22, user=user) if (
             status == Status.RUNNING and public_ip) else None
         zone = (inst.get("Placement") or {}).get("AvailabilityZone") or None
         return Observed(instance_id=inst["InstanceId"], status=status, reason=reason, endpoint=endpoint,
-                        location=Location(self.name, region, zone))
+                        location=Location(self.name, region, zone), journal_id=tags.get(JOURNAL_ID_TAG) or None)
 
     def _ports(self, spec: InstanceSpec) -> List[int]:
         ports = set(spec.open_ports or []) | {22}
@@ -421,16 +451,17 @@ class AwsProvider(Provider):
         return vpc_id, subnets
 
     def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str]) -> str:
-        """Find or make ``gpuprov-<name>`` in the VPC and add any missing ingress rule."""
-        group_name = SG_PREFIX + name
+        """Find or make this journal's group of the VM in the VPC and add any missing ingress rule."""
+        group_name = SG_PREFIX + name + journal_suffix(self.journal_id)
+        identity = self._identity_tags(name)
         filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [group_name]}]
         groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
         if not groups:
             try:
                 ec2.create_security_group(
                     GroupName=group_name, VpcId=vpc_id, Description="gpuprov.cloud: SSH to VM %s" % name,
-                    TagSpecifications=[{"ResourceType": "security-group", "Tags": [
-                        {"Key": VM_NAME_TAG, "Value": name}, {"Key": "Name", "Value": group_name}]}])
+                    TagSpecifications=[{"ResourceType": "security-group",
+                                        "Tags": identity + [{"Key": "Name", "Value": group_name}]}])
             except ClientError as exc:
                 if error_code(exc) != "InvalidGroup.Duplicate":  # a concurrent prepare won
                     raise
@@ -438,8 +469,13 @@ class AwsProvider(Provider):
             if not groups:
                 raise ProviderError(ErrorKind.TRANSIENT, "security group %s not visible yet" % group_name)
         group = groups[0]
-        if {t["Key"]: t["Value"] for t in group.get("Tags") or []}.get(VM_NAME_TAG) != name:
-            ec2.create_tags(Resources=[group["GroupId"]], Tags=[{"Key": VM_NAME_TAG, "Value": name}])
+        have_tags = _tags(group)
+        made_by = have_tags.get(JOURNAL_ID_TAG)
+        if made_by is not None and made_by != self.journal_id:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "security group %s in %s belongs to another controller "
+                                "(journal %s)" % (group_name, vpc_id, made_by))
+        if any(have_tags.get(t["Key"]) != t["Value"] for t in identity):  # made untagged (by hand)
+            ec2.create_tags(Resources=[group["GroupId"]], Tags=identity)
         have = set()
         for perm in group.get("IpPermissions") or []:
             for rng in (perm.get("IpRanges") or []) + (perm.get("Ipv6Ranges") or []):
@@ -460,3 +496,7 @@ class AwsProvider(Provider):
                     raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name)
                 raise
         return group["GroupId"]
+
+
+def _tags(resource: Dict[str, Any]) -> Dict[str, str]:
+    return {t["Key"]: t["Value"] for t in resource.get("Tags") or []}

@@ -46,6 +46,17 @@ Options (``self.options``):
     wait from the core, which owns retries, budgets and cancellation. Writes are
     never retried by the SDK.
 
+Identity: instances and their boot disks carry the labels ``gpuprov-vm-name`` and,
+when the adapter works for a journal, ``gpuprov-journal-id`` (GCP label values are
+at most 63 lowercase letters, digits, '-' and '_'; a journal id that is not one is an
+InvalidRequest before any call). Firewall rules have no labels: the rule of a journal
+is named ``gpuprov-<vm>-j<8 hex of sha256(journal id)>`` (rules are global, so two
+controllers' rules for one VM name must differ by name) and its description ends
+with ``(gpuprov-vm-name=<vm>, gpuprov-journal-id=<id>)``. Rules made before journal
+ids are named ``gpuprov-<vm>`` and describe no journal id. ``observe`` reports the
+journal id label (None when absent); ``cleanup`` deletes the journal's own rule and
+the pre-journal one unless its description names another journal.
+
 With ``gpu`` unset the adapter plans ``e2-standard-2`` (2 vCPU, 8 GB) in the
 default zones. Each Offer is one zone; ``detail`` carries the machine type, the
 accelerator type and whether the GPUs are attached (N1) or built in.
@@ -57,7 +68,7 @@ import ipaddress
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
     Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
@@ -343,11 +354,12 @@ class GcpProvider(Provider):
         if self.k3s_direct:
             ports |= set(K3S_DIRECT_PORTS)
         ports = sorted(ports)
-        rule = catalog.firewall_name(vm)
+        labels = self._labels(vm)
+        rule = catalog.firewall_name(vm, self.journal_id)
         desired = compute_v1.Firewall(
             name=rule, network="global/networks/%s" % self.network, direction="INGRESS", priority=1000,
-            description="gpuprov: SSH%s for VM %s (%s=%s)" % (
-                " and k3s" if self.k3s_direct else "", vm, VM_NAME_TAG, vm),
+            description="gpuprov: SSH%s for VM %s %s" % (
+                " and k3s" if self.k3s_direct else "", vm, catalog.describe_identity(labels)),
             allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(p) for p in ports])],
             source_ranges=cidrs, target_tags=[rule])
         firewalls = self._client("firewalls")
@@ -362,6 +374,7 @@ class GcpProvider(Provider):
                 if _http_status(err.__cause__) != 409:  # 409: a concurrent prepare made it
                     raise
         elif (sorted(found.source_ranges) != cidrs or list(found.target_tags) != [rule]
+              or found.description != desired.description
               or sorted(p for a in found.allowed for p in a.ports) != sorted(str(p) for p in ports)):
             op = self._call("firewalls.patch", firewalls.patch_unary, project=self.project, firewall=rule,
                             firewall_resource=desired, timeout=self.timeout)
@@ -390,7 +403,7 @@ class GcpProvider(Provider):
             scheduling.provisioning_model = "SPOT"
             scheduling.instance_termination_action = "DELETE"
             scheduling.automatic_restart = False
-        labels = {VM_NAME_TAG: spec.vm_name}
+        labels = self._labels(spec.vm_name)
         disk = compute_v1.AttachedDisk(
             boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=prepared["image"], labels=labels,
@@ -424,13 +437,23 @@ class GcpProvider(Provider):
         except ProviderError as err:
             if _http_status(err.__cause__) != 409:
                 raise
-            # The name exists in this zone: ours (a re-run after a lost reply) or a stranger's.
+            # The name exists in this zone: ours (a re-run after a lost reply), another
+            # controller's (same VM name, another journal id) or a stranger's.
             found = self._call_or_none("instances.get", instances.get, project=self.project, zone=offer.zone,
                                        instance=name, timeout=self.timeout, retry=self.read_retry)
-            if found is not None and found.labels.get(VM_NAME_TAG) == vm:
-                return name
-            raise ProviderError(ErrorKind.FAILED, "gcp instances.insert: an instance named %r without label "
-                                "%s=%s already exists in %s" % (name, VM_NAME_TAG, vm, offer.zone))
+            if found is None or found.labels.get(VM_NAME_TAG) != vm:
+                raise ProviderError(ErrorKind.FAILED, "gcp instances.insert: an instance named %r without label "
+                                    "%s=%s already exists in %s" % (name, VM_NAME_TAG, vm, offer.zone))
+            made_by = found.labels.get(JOURNAL_ID_TAG) or None
+            if made_by is not None and made_by != self.journal_id:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "%s exists on gcp in %s, made by another controller "
+                                    "(journal %s)" % (vm, offer.zone, made_by))
+            if STATUS_MAP.get(found.status) in (Status.STOPPING, Status.STOPPED):
+                # A leftover the core has just deleted (or stopped): not an instance to hand back
+                # as this create's; the name is free again once it is gone.
+                raise ProviderError(ErrorKind.TRANSIENT, "gcp instances.insert: %s in %s is %s; the name is "
+                                    "free once it is gone" % (name, offer.zone, found.status))
+            return name  # ours, or made before journal ids (adoptable by name)
         self._finish(op, "instances.insert", zone=offer.zone)
         return name
 
@@ -455,7 +478,8 @@ class GcpProvider(Provider):
                 instance_id=inst.name, status=status,
                 reason=("GCP status %s%s" % (inst.status, ": " + inst.status_message if inst.status_message else ""))
                 if inst.status != "RUNNING" else None,
-                endpoint=SshEndpoint(host=nat, port=22, user=user) if nat else None, location=at))
+                endpoint=SshEndpoint(host=nat, port=22, user=user) if nat else None, location=at,
+                journal_id=inst.labels.get(JOURNAL_ID_TAG) or None))
         return out
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
@@ -468,6 +492,25 @@ class GcpProvider(Provider):
                                zone=location.zone, instance=instance_id, timeout=self.timeout)
 
     def cleanup(self, location: Location, vm_name: str) -> None:
+        """Delete this journal's firewall rule of the VM, and the rule of the name used
+        before journal ids unless its description names another journal."""
         vm = validate_vm_name(vm_name)
-        self._call_or_none("firewalls.delete", self._client("firewalls").delete_unary, project=self.project,
-                           firewall=catalog.firewall_name(vm), timeout=self.timeout)
+        firewalls = self._client("firewalls")
+        own = catalog.firewall_name(vm, self.journal_id)
+        self._call_or_none("firewalls.delete", firewalls.delete_unary, project=self.project, firewall=own,
+                           timeout=self.timeout)
+        legacy = catalog.firewall_name(vm)
+        if legacy == own:
+            return
+        found = self._call_or_none("firewalls.get", firewalls.get, project=self.project, firewall=legacy,
+                                   timeout=self.timeout, retry=self.read_retry)
+        if found is None:
+            return
+        made_by = catalog.described_identity(found.description).get(JOURNAL_ID_TAG)
+        if made_by is None or made_by == self.journal_id:
+            self._call_or_none("firewalls.delete", firewalls.delete_unary, project=self.project, firewall=legacy,
+                               timeout=self.timeout)
+
+    def _labels(self, vm_name: str) -> Dict[str, str]:
+        """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
+        return catalog.checked_labels(self.identity_tags(vm_name))

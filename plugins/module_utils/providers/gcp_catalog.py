@@ -16,11 +16,12 @@ daily and are never guessed (``None``).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import namedtuple
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, ProviderError,
+    VM_NAME_TAG, ErrorKind, ProviderError,
 )
 
 # Regions searched when neither the request nor the ``regions`` / ``zones``
@@ -113,13 +114,14 @@ def region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-def _bounded(prefix: str, vm_name: str) -> str:
-    """``prefix + vm_name`` cut to a 63-character GCP name, kept unique by a hash."""
-    name = prefix + vm_name
+def _bounded(prefix: str, vm_name: str, suffix: str = "") -> str:
+    """``prefix + vm_name + suffix`` cut to a 63-character GCP name, kept unique by a
+    hash of the VM name (the suffix always survives)."""
+    name = prefix + vm_name + suffix
     if len(name) <= 63:
         return name
     digest = hashlib.sha256(vm_name.encode()).hexdigest()[:8]
-    return (prefix + vm_name)[:54].rstrip("-") + "-" + digest
+    return (prefix + vm_name)[:63 - 9 - len(suffix)].rstrip("-") + "-" + digest + suffix
 
 
 def instance_name(vm_name: str) -> str:
@@ -128,6 +130,46 @@ def instance_name(vm_name: str) -> str:
     return vm_name if vm_name[:1].isalpha() else _bounded("g-", vm_name)
 
 
-def firewall_name(vm_name: str) -> str:
-    """The per-VM firewall rule, also used as the instance's network tag."""
-    return _bounded("gpuprov-", vm_name)
+def journal_suffix(journal_id: Optional[str]) -> str:
+    """``-j`` + 8 hex digits of the journal id's hash ('' without a journal id).
+
+    Firewall rules are global and have no labels, so two controllers' rules for
+    one VM name must differ by name; the full journal id is in the description."""
+    return "-j" + hashlib.sha256(journal_id.encode()).hexdigest()[:8] if journal_id else ""
+
+
+def firewall_name(vm_name: str, journal_id: Optional[str] = None) -> str:
+    """The per-VM firewall rule of the journal ``journal_id``, also the instance's
+    network tag. Without a journal id: the name rules had before journal ids."""
+    return _bounded("gpuprov-", vm_name, journal_suffix(journal_id))
+
+
+# Label keys: a lowercase letter, then lowercase letters, digits, '_' and '-'; values:
+# lowercase letters, digits, '_' and '-'; both at most 63 characters.
+_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+def checked_labels(labels: Dict[str, str]) -> Dict[str, str]:
+    """``labels`` if every key and value is a valid GCP label, else InvalidRequest."""
+    for key, value in labels.items():
+        if not _LABEL_KEY_RE.match(key) or not isinstance(value, str) or not _LABEL_VALUE_RE.match(value):
+            raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                "%s: %r cannot be a GCP label value (at most 63 lowercase letters, digits, "
+                                "'-' and '_')" % (key, value))
+    return labels
+
+
+# The identity a firewall rule's description carries, as ``key=value`` pairs
+# (firewall rules have no labels).
+_DESCRIBED_RE = re.compile(r"(gpuprov-[a-z-]+)=([a-z0-9_-]+)")
+
+
+def describe_identity(labels: Dict[str, str]) -> str:
+    """``(k=v, k=v)`` for a firewall description; read back by described_identity."""
+    return "(%s)" % ", ".join("%s=%s" % (k, labels[k]) for k in sorted(labels, key=lambda k: (k != VM_NAME_TAG, k)))
+
+
+def described_identity(description: Optional[str]) -> Dict[str, str]:
+    """The identity labels written into a firewall description by describe_identity."""
+    return dict(_DESCRIBED_RE.findall(description or ""))

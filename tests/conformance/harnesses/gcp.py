@@ -26,6 +26,7 @@ Other combinations skip with the reason. SDK read retries are off
 
 from __future__ import annotations
 
+import uuid
 from typing import Iterable, List, Optional, Set
 
 import pytest
@@ -67,7 +68,7 @@ class GcpHarness(Harness):
         self.fake = GcpComputeFake()
         self.fake.delete_lag = 2  # a deleted instance reads STOPPING twice, as GCP's do, until settle_deleted
         self.provider = GcpProvider({"project": self.fake.project, "api_endpoint": self.fake.url,
-                                     "read_retry_s": 0})
+                                     "read_retry_s": 0}, journal_id=uuid.uuid4().hex)
         self.request = ResourceRequest(vm_name="conf-gcp", gpu="L4", gpu_count=1)
         self.spec = InstanceSpec(
             vm_name="conf-gcp", allowed_cidrs=["198.51.100.7/32"],

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("google.cloud.compute_v1")
 pytest.importorskip("pytest_httpserver")
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
     ErrorKind, ProviderError, Status,
 )
@@ -47,7 +48,8 @@ def test_lifecycle_and_views(harness):
     assert h.cloud == "gcp" and h.provider.name == "gcp"
     offer, _prepared, iid = _launch(h)
     assert h.instance_ids() == [iid]
-    assert h.resources() == {"instance:%s/%s" % (offer.zone, iid), "firewall:gpuprov-conf-gcp"}
+    rule = "gpuprov-conf-gcp" + gcp_catalog.journal_suffix(h.provider.journal_id)  # the harness's journal's rule
+    assert h.resources() == {"instance:%s/%s" % (offer.zone, iid), "firewall:" + rule}
     h.settle(offer.location, iid)
     (seen,) = h.provider.observe(offer.location, h.spec.vm_name)
     assert seen.usable and seen.instance_id == iid

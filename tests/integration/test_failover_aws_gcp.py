@@ -34,6 +34,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, teardown  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import (  # noqa: E402
+    journal_suffix as aws_journal_suffix,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ControllerFiles  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as aws_fake  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.gcp_compute import GcpComputeFake  # noqa: E402
@@ -104,7 +108,7 @@ def world(tmp_path, moto_ec2, gcp):
                       heartbeat=False)
         return ex.run(NAME, initial, wait_poll=clock.wait)
 
-    made = {"ctx": VmContext(settings, files=files, ssh_check=ssh), "settings": settings, "files": files,
+    made = {"ctx": VmContext(settings, files=files, ssh_check=ssh, journal_id=journal.journal_id), "settings": settings, "files": files,
             "ssh": ssh, "clock": clock, "journal": journal, "ec2": ec2, "account": account, "run": run,
             "aws_live": aws_live, "aws_groups": aws_groups, "aws": moto_ec2, "gcp": gcp}
     try:
@@ -188,7 +192,8 @@ def test_capacity_on_aws_fails_over_to_gcp_and_teardown_leaves_nothing(world):
     first = seen["first_wait"]
     assert first["aws_live"] == [] and first["aws_groups"] == ["default"]
     assert [(name, inst["status"]) for (_z, name), inst in first["gcp"].items()] == [(NAME, "PROVISIONING")]
-    assert first["gcp_firewalls"] == ["gpuprov-" + NAME]
+    rule = gcp_catalog.firewall_name(NAME, world["journal"].journal_id)   # this journal's rule
+    assert first["gcp_firewalls"] == [rule]
 
     # the endpoint is the GCP instance's natIP, and SSH was checked there with the pinned alias
     [inst] = gcp.instances.values()
@@ -198,8 +203,8 @@ def test_capacity_on_aws_fails_over_to_gcp_and_teardown_leaves_nothing(world):
     assert world["ssh"].calls == [(nat, 22, "gpuprov", vm["host_key_alias"])]
     assert vm["host_key_alias"] in open(world["files"].known_hosts).read()
     assert "HostName %s\n" % nat in open(world["files"].ssh_config).read()
-    fw = gcp.firewalls["gpuprov-" + NAME]
-    assert fw["sourceRanges"] == [CIDR] and fw["targetTags"] == ["gpuprov-" + NAME]
+    fw = gcp.firewalls[rule]
+    assert fw["sourceRanges"] == [CIDR] and fw["targetTags"] == [rule]
     assert world["aws_live"]() == [] and world["aws_groups"]() == ["default"]
     row = world["journal"].load(NAME)
     assert (row.kind, row.state["kind"]) == ("launch", "Ready")
@@ -208,7 +213,7 @@ def test_capacity_on_aws_fails_over_to_gcp_and_teardown_leaves_nothing(world):
     down = world["run"](teardown.TeardownMachine(world["ctx"]), lambda prev, kind: teardown.initial(
         NAME, launch.owned_targets(prev, kind), "down requested"))
     assert down.state["kind"] == "Done", down.state
-    assert down.state["targets"] == [{"location": vm["location"], "instance_ids": [vm["instance_id"]]}]
+    assert down.state["targets"] == [{"location": vm["location"], "instance_ids": [vm["instance_id"]], "created": True}]
     world["files"].remove_vm(NAME)
 
     # nothing is left in either cloud: no instance, no volume, no security group, no firewall rule
@@ -232,7 +237,8 @@ def test_without_the_capacity_error_aws_wins_and_down_removes_it(world):
     assert vm["location"]["cloud"] == "aws" and vm["instance_type"] == "g4dn.xlarge"
     [inst] = world["aws_live"]()
     assert inst["InstanceId"] == vm["instance_id"] and vm["ssh"]["host"] == inst["PublicIpAddress"]
-    assert world["aws_groups"]() == ["default", "gpuprov-" + NAME] and gcp.instances == {}
+    group = "gpuprov-" + NAME + aws_journal_suffix(world["journal"].journal_id)   # this journal's group
+    assert world["aws_groups"]() == ["default", group] and gcp.instances == {}
     assert _kinds(world["journal"])[-2:] == [
         ("Booting", "Connecting"), ("Connecting", "Ready")]
 

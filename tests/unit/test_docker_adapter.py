@@ -117,11 +117,11 @@ def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
 def test_capabilities_follow_privileged():
     plain = DockerProvider().capabilities()
     assert plain.boot_script is True
-    assert plain.kubernetes is False and "kubernetes" in plain.unsupported
+    assert plain.kubernetes is False
     assert plain.k3s_access == K3sAccess.SSH_TUNNEL
     assert plain.poll_interval_s == 1.0 and plain.boot_timeout_s <= 300
     privileged = DockerProvider({"privileged": True}).capabilities()
-    assert privileged.kubernetes is True and privileged.unsupported == ()
+    assert privileged.kubernetes is True
 
 
 def test_default_base_image_is_what_the_build_script_makes():

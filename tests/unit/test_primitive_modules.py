@@ -253,6 +253,12 @@ class Lingering(Provider):
             return [Observed("i-1", Status.TERMINATING, location=location)]
         return [Observed("i-1", Status.RUNNING, location=location)]
 
+    def prepare(self, offer, spec):
+        raise AssertionError("state=absent never prepares")
+
+    def create(self, offer, prepared, spec):
+        raise AssertionError("state=absent never creates")
+
     def delete(self, location, vm_name, instance_ids):
         self.world["calls"].append("delete %s" % ",".join(instance_ids))
         self.world["deleted"] = True

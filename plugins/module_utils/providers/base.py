@@ -14,6 +14,7 @@ locations and prepared state travel inside journalled machine states.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import re
 from typing import Any, Dict, List, Optional
@@ -281,13 +282,35 @@ class Capabilities(_Record):
     k3s_access: Optional[str] = K3sAccess.SSH_TUNNEL
     boot_timeout_s: float = 900.0
     poll_interval_s: float = 10.0
-    unsupported: tuple = ()
     # The Python Ansible should use on the VM, where interpreter discovery would guess wrong.
     python_interpreter: Optional[str] = None
 
 
-class Provider:
-    """Base of every adapter. Subclasses set ``name`` and implement the primitives."""
+class Provider(abc.ABC):
+    """The contract every cloud adapter implements: six primitives and its capabilities.
+
+    An adapter is a small package of primitives (SkyPilot's ``sky/provision/<cloud>/`` is
+    the shape; dstack's ``Compute`` the model for this contract). The core (the launch and
+    teardown machines, ``vm/``) owns every wait, retry, failover and compensation; an
+    adapter never does any of them. For every primitive:
+
+    * **No waiting.** Never sleep, never poll, never loop beyond the pages of one listing,
+      never retry: make the call(s) once and return or raise. (The conformance suite makes
+      ``time.sleep`` raise inside every primitive and greps the source for loops.)
+    * **Classified failures only.** Every failure is a ``ProviderError`` whose ``ErrorKind``
+      drives the core: Transient (retried with backoff), Capacity / Quota / Unavailable /
+      Failed (fail over, blocking the offer, region or cloud as ``block`` says), and
+      InvalidRequest / Credentials (abort). An SDK exception, a traceback or a bare
+      ``Exception`` escaping is a bug. A call whose outcome is unknown (a timeout after the
+      request was sent) is Transient: the core observes before it repeats anything.
+    * **Identity.** Everything a primitive makes carries ``identity_tags(vm_name)``: the VM
+      name and this adapter's ``journal_id``. The core finds, adopts and deletes by them, so
+      a crash between a create and its journal commit never duplicates a VM.
+    * **Plain data.** Arguments and results round-trip through JSON: they travel inside
+      journalled machine states and a later run (another process) reads them back.
+    * **Secrets.** Credentials come from ``options`` (their names listed in
+      ``secret_options``) and never appear in a message, a result or a log line.
+    """
 
     name = "abstract"
     # Options that are credentials: never journalled (the rest are, so that later steps
@@ -308,27 +331,77 @@ class Provider:
         return tags
 
     def capabilities(self) -> Capabilities:
+        """What this cloud can do (k3s, boot scripts, spot, k3s access), and its pace
+        (boot timeout, poll interval). Pure: no API call."""
         return Capabilities()
 
+    @abc.abstractmethod
     def plan(self, request: ResourceRequest) -> List[Offer]:
-        raise NotImplementedError
+        """The offers that could satisfy ``request``, best first, from the vendor's live
+        catalog where it has one (instance types x regions/zones, with prices).
 
+        May: read catalogs, availability and prices. Must not: create, reserve or change
+        anything. Offers that exist but have no capacity now come back with
+        ``available=False`` and the vendor's reason. Raises InvalidRequest when no offer of
+        this cloud can ever meet the request (a GPU it does not have), Credentials when it
+        cannot authenticate, Transient when the API does not answer.
+        Idempotent: read-only."""
+
+    @abc.abstractmethod
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
-        raise NotImplementedError
+        """Make or reuse what ``create`` needs at the offer's location besides the
+        instance: a security group or firewall rule scoped to ``spec.allowed_cidrs``, a
+        registered SSH key, an image, a network. Returns plain data for ``create``.
 
+        Must not: create the instance, or anything that bills by the hour. Everything it
+        makes carries the identity tags, so ``cleanup`` alone removes it.
+        Idempotent: calling it twice makes nothing new and returns an equal result."""
+
+    @abc.abstractmethod
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
-        raise NotImplementedError
+        """Request one instance of the offer, tagged with the identity, and return its id
+        without waiting for it to boot.
 
+        One create call to the vendor where the API allows it. If it takes several steps
+        (write a record, then start), ``observe`` must tell the truth after a crash between
+        any two of them: report what exists, as Pending/Running when it will come up, or
+        Failed when it never will (the core then deletes it and creates afresh).
+        Raises Capacity / Quota / Unavailable for a refusal the next offer may not get,
+        Transient when the outcome is unknown.
+        Not idempotent by itself: the core always observes before it calls create again."""
+
+    @abc.abstractmethod
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
-        raise NotImplementedError
+        """Every instance at ``location`` carrying the VM name, whatever its journal id,
+        each with its normalised status, its SSH endpoint once it has one, and the journal
+        id it carries (``Observed.journal_id``; None for resources made before journal ids).
+        Instances fully gone are omitted.
 
+        May: list with filters, one listing's pagination. Must not: change anything. The
+        core decides what it may adopt or delete (``Observed.owned_by``).
+        Idempotent: read-only."""
+
+    @abc.abstractmethod
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
-        raise NotImplementedError
+        """Request deletion of exactly ``instance_ids`` at ``location``, without waiting for
+        them to be gone (the core observes until they are).
 
+        Must not: delete anything it was not given. Idempotent: an unknown or already
+        deleted id is success, and asking again for one on its way out is harmless."""
+
+    @abc.abstractmethod
     def cleanup(self, location: Location, vm_name: str) -> None:
-        raise NotImplementedError
+        """Remove the side resources ``prepare`` made for the VM at ``location`` that carry
+        this adapter's journal id (or no journal id: resources made before journal ids),
+        never another journal's.
+
+        Called once the instances are gone; raises Transient while the vendor still
+        refuses because something uses them. Idempotent: nothing left is success."""
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
-        """Read-only vendor view of the VM; the default derives it from observe."""
+        """The vendor's own view of the VM, read-only, for ``gpuprov.cloud.health``:
+        ``{"instances": [Observed as dicts], "findings": [short strings]}``. The default
+        derives it from ``observe``; adapters add vendor-native findings (a state reason,
+        a console message, a quota note)."""
         found = self.observe(location, vm_name)
         return {"instances": [o.to_dict() for o in found], "findings": []}

@@ -365,7 +365,6 @@ class DockerProvider(Provider):
             k3s_access=K3sAccess.SSH_TUNNEL,
             boot_timeout_s=120.0,
             poll_interval_s=1.0,
-            unsupported=() if self.privileged else ("kubernetes",),
             python_interpreter=self.python_interpreter,
         )
 

@@ -120,7 +120,7 @@ class LocalProvider(Provider):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
-                            boot_timeout_s=30.0, poll_interval_s=0.5, unsupported=("gpu", "kubernetes", "boot_script"),
+                            boot_timeout_s=30.0, poll_interval_s=0.5,
                             # The "VM" is this host: the controller's own Python is known to work there.
                             python_interpreter=self.options.get("python_interpreter") or sys.executable)
 

@@ -34,7 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, teardown  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings  # noqa: E402
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog as gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import (  # noqa: E402
     journal_suffix as aws_journal_suffix,
 )

@@ -15,10 +15,10 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider, client_token
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_catalog import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_REGIONS, LADDER,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userdata import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import (
     BOOT_SCRIPT_PATH, parse_user_data,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (

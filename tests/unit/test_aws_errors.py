@@ -8,8 +8,9 @@ import pytest
 from botocore import exceptions as bce
 from botocore.stub import Stubber
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws, aws_errors
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_errors import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import errors as aws_errors
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import (
     CODE_TABLE, classify_code, classify_error,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userdata import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import (
     BOOT_SCRIPT_PATH, USER_DATA_LIMIT, cloud_config, parse_user_data, render_user_data,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (

@@ -12,7 +12,7 @@ pytest.importorskip("google.cloud.compute_v1")
 pytest.importorskip("pytest_httpserver")
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp as gcp_mod  # noqa: E402
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog as gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
     ProviderError, ResourceRequest, Status,

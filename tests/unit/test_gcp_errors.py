@@ -1,4 +1,4 @@
-"""Every row of the GCP error classification table (providers/gcp_errors.py)."""
+"""Every row of the GCP error classification table (providers/gcp/errors.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, ProviderError,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp_errors import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.errors import (
     classify, classify_exception, classify_operation, from_exception, from_operation,
 )
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("google.cloud.compute_v1")
 pytest.importorskip("pytest_httpserver")
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog as gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
     ErrorKind, ProviderError, Status,
 )

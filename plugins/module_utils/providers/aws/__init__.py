@@ -4,7 +4,7 @@
 """AWS EC2 adapter (boto3): the seed's AWS row.
 
 =========  ==================================================================
-plan       static GPU -> instance-type ladder (aws_catalog.LADDER) x regions;
+plan       static GPU -> instance-type ladder (catalog.LADDER) x regions;
            no API call at all. ``gpu=None`` plans small CPU types (t3.medium...).
 prepare    DescribeInstanceTypeOfferings (zones; none -> Unavailable), image
            (ami_id option, else the public SSM parameter, else the newest image
@@ -35,7 +35,7 @@ groups are never waited for nor removed.
 Options (``self.options``; all optional):
 
 ``regions``            default region list for requests that name none
-                       (default aws_catalog.DEFAULT_REGIONS: us-east-1, us-east-2,
+                       (default catalog.DEFAULT_REGIONS: us-east-1, us-east-2,
                        us-west-2, eu-west-1, eu-central-1).
 ``endpoint_url``       API endpoint for every client (moto in tests); the
                        environment's AWS_ENDPOINT_URL is honoured too.
@@ -75,13 +75,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
     Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_catalog import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_errors import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import (
     GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws_userdata import render_user_data
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import render_user_data
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 
 try:

@@ -72,8 +72,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp_catalog as catalog
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp_errors import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.errors import (
     classify_exception, classify_operation,
 )
 

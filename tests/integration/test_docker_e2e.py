@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -21,6 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import VM_NAME_TAG
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
+from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crashpoints
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 
@@ -168,8 +170,10 @@ def test_crash_after_create_is_adopted(dock):
     """SIGKILL right after create returned, before Booting is journalled; the re-run finds the
     container by its label and adopts it: no second container."""
     name = dock.name("crash")
-    crashed = dock.provision("-e", "vm=%s" % name, extra_env={"GPUPROV_TEST_KILL_BEFORE_COMMIT": "Creating"})
-    assert crashed.rc != 0, crashed
+    point = "before commit Creating -> Booting #1"
+    points = dock.home.parent / "crashpoints"
+    crashed = dock.provision("-e", "vm=%s" % name, extra_env=crashpoints.crash_env(point, points, dock.env))
+    assert crashed.rc == -signal.SIGKILL and crashpoints.killed_at(points) == point, crashed
     row, _events, _vm = dock.row(name)
     assert row.state["kind"] == "Creating"          # the create happened, its commit did not
     assert not row.state.get("instance_id")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crashpoints
 
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import kill_sshds
 
@@ -148,9 +149,11 @@ def test_unreadable_journal_is_a_clear_failure(ansible):
 
 def test_crash_after_create_is_adopted(ansible):
     """SIGKILL right after create returned, before Booting is journalled: the re-run adopts."""
+    point = "before commit Creating -> Booting #1"
+    points = ansible.home.parent / "crashpoints"
     crashed = ansible.playbook("provision", "-e", "vm=e2e-crash",
-                               extra_env={"GPUPROV_TEST_KILL_BEFORE_COMMIT": "Creating"})
-    assert crashed.rc != 0, crashed
+                               extra_env=crashpoints.crash_env(point, points, ansible.env))
+    assert crashed.rc == -signal.SIGKILL and crashpoints.killed_at(points) == point, crashed
     kind, state, _events = _state(ansible, "e2e-crash")
     assert state["kind"] == "Creating"     # the create happened, its commit did not
     orphans = ansible.live_sshd()

@@ -357,3 +357,8 @@ class LocalProvider(Provider):
             os.rmdir(vm_dir)
         except OSError:
             pass
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """observe plus each instance's sshd process states, listening port, markers and log tail."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local.diagnose import diagnose
+        return diagnose(self, location, vm_name)

@@ -105,7 +105,7 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Journal, JournalError, default_journal_path, default_state_dir,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 
 CONFIG_NAMES = ("gpuprov.journal.yml", "gpuprov.journal.yaml")
 CONFIG_SUFFIXES = (".gpuprov_journal.yml", ".gpuprov_journal.yaml")
@@ -129,14 +129,14 @@ def cloud_python(cloud):
 
 
 def connection_vars(row, state_dir, key_path, python_interpreter=None):
-    """The connection variables of one ``vms`` row: what the vm service's ``connection_vars``
-    gives after a launch (the same function, on the same files), with
+    """The connection variables of one ``vms`` row: what ``ssh.connection_vars`` gives the vm
+    task after a launch (the same function, on the same files), with
     ``ansible_python_interpreter`` only when known. None when the row has no SSH endpoint."""
     if not row.get("ssh_host") or not row.get("ssh_port") or not row.get("host_key_alias"):
         return None
     vm = {"ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]), "user": row.get("ssh_user") or "root"},
           "host_key_alias": row["host_key_alias"], "python_interpreter": python_interpreter}
-    found = service.connection_vars(vm, ssh.ControllerFiles(state_dir, key_path))
+    found = ssh.connection_vars(vm, ssh.ControllerFiles(state_dir, key_path))
     if not python_interpreter:
         # Unknown here: leave it to the user's configuration (group_vars, ansible.cfg).
         found.pop("ansible_python_interpreter", None)

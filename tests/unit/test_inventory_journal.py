@@ -17,7 +17,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "build" / "collections"
@@ -69,12 +69,12 @@ def dump(path):
 
 # --- helpers, in process --------------------------------------------------------------
 
-def test_connection_vars_are_the_vm_services():
+def test_connection_vars_are_the_vm_tasks():
     row = _row("web1")
     found = inv.connection_vars(row, "/state", "/state/id_ed25519", "/usr/bin/python3")
     vm = {"ssh": {"host": "127.0.0.1", "port": 40022, "user": "root"}, "host_key_alias": row["host_key_alias"],
           "python_interpreter": "/usr/bin/python3"}
-    assert found == service.connection_vars(vm, ssh.ControllerFiles("/state", "/state/id_ed25519"))
+    assert found == ssh.connection_vars(vm, ssh.ControllerFiles("/state", "/state/id_ed25519"))
     assert found["ansible_ssh_common_args"] == (
         "-o UserKnownHostsFile=/state/known_hosts -o HostKeyAlias=gpuprov-web1-0123456789ab "
         "-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes")
@@ -89,6 +89,18 @@ def test_unknown_python_is_left_to_the_user():
 @pytest.mark.parametrize("missing", ["ssh_host", "ssh_port", "host_key_alias"])
 def test_no_endpoint_no_connection_vars(missing):
     assert inv.connection_vars(_row("web1", **{missing: None}), "/state", "/k") is None
+
+
+def test_the_plugin_loads_only_the_journal_and_the_ssh_helpers():
+    """Layering: reading an inventory never loads the vm service, the machines or an adapter."""
+    probe = ("import sys; import ansible_collections.gpuprov.cloud.plugins.inventory.journal; "
+             "print('\\n'.join(m for m in sys.modules if m.startswith('ansible_collections.gpuprov')))")
+    env = dict(os.environ, PYTHONPATH=str(COLLECTIONS))
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    loaded = {m.rsplit("plugins.", 1)[-1] for m in proc.stdout.split() if "plugins." in m}
+    assert "module_utils.vm.ssh" in loaded and "module_utils.machine.journal" in loaded
+    assert not {"module_utils.vm.service", "module_utils.vm.launch", "module_utils.machine.executor",
+                "module_utils.providers.registry"} & loaded, sorted(loaded)
 
 
 def test_python_precedence():
@@ -258,7 +270,7 @@ def test_list_hosts_groups_and_vars(home, ansible_inventory):
     for row in rows[:3]:
         vm = {"ssh": {"host": row["ssh_host"], "port": row["ssh_port"], "user": row["ssh_user"]},
               "host_key_alias": row["host_key_alias"], "python_interpreter": "unused"}
-        expected = service.connection_vars(vm, files)
+        expected = ssh.connection_vars(vm, files)
         got = hostvars[row["name"]]
         assert {k: got[k] for k in expected if k != "ansible_python_interpreter"} == \
                {k: v for k, v in expected.items() if k != "ansible_python_interpreter"}

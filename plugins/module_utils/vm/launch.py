@@ -35,18 +35,11 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown as td
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import HostKeyMismatch, SshNotReady
 
 TERMINAL = ("Ready", "Aborted", "Leaked")
 # Attempt states: each may own resources at its offer's location.
 ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
-
-
-class SshNotReady(Exception):
-    """The VM does not accept our SSH login yet (refused, timeout, key not there yet)."""
-
-
-class HostKeyMismatch(Exception):
-    """The VM presented a host key other than the one recorded on first contact."""
 
 
 def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> str:

@@ -78,17 +78,6 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       recreate=bool(params.get("recreate")))
 
 
-def connection_vars(vm: Dict[str, Any], files: ssh.ControllerFiles) -> Dict[str, Any]:
-    """Inventory connection variables that reach the VM with its pinned host key."""
-    found = {"ansible_host": vm["ssh"]["host"], "ansible_port": vm["ssh"]["port"],
-             "ansible_user": vm["ssh"]["user"], "ansible_ssh_private_key_file": files.key_path,
-             "ansible_ssh_common_args": files.connection_options(vm["host_key_alias"]),
-             "ansible_python_interpreter": "auto_silent"}
-    if vm.get("python_interpreter"):
-        found["ansible_python_interpreter"] = vm["python_interpreter"]
-    return found
-
-
 def k8s_plan(ctx: VmContext, wanted: Optional[bool]) -> Dict[str, Any]:
     """Which of the clouds can host k3s; reject an explicit k8s=true nowhere possible.
 
@@ -245,7 +234,7 @@ class VmService:
         if state["kind"] == "Ready":
             vm = state["vm"]
             result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))),
-                          k8s=k8s_result(ctx, vm, self._k8s), connection=connection_vars(vm, files),
+                          k8s=k8s_result(ctx, vm, self._k8s), connection=ssh.connection_vars(vm, files),
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
                               name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))

@@ -2,7 +2,9 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side SSH: the controller key, the collection's own known_hosts, the
-ssh config file users Include once, and the login check of the Connecting state.
+ssh config file users Include once, the connection variables that reach a VM, and
+the login check of the Connecting state with the errors it raises (SshNotReady,
+HostKeyMismatch), which the launch machine handles.
 
 Host keys are pinned per instance: each instance gets a HostKeyAlias, its key is
 recorded on first contact and every later contact (ours, ``ssh <name>`` and
@@ -30,7 +32,6 @@ except ImportError:  # the action reports it; sanity's import test runs without 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import (
     PrivateFileError, locked, make_private_dirs, write_private,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import HostKeyMismatch, SshNotReady
 
 # The check's transports log here, not to paramiko's own logger. While a VM boots, its port often accepts
 # and drops the connection before sshd answers (docker-proxy does); paramiko's transport thread then logs
@@ -41,6 +42,14 @@ SSH_CHECK_LOG_CHANNEL = "gpuprov.cloud.ssh_check"
 _check_log = logging.getLogger(SSH_CHECK_LOG_CHANNEL)
 _check_log.addHandler(logging.NullHandler())
 _check_log.propagate = False
+
+
+class SshNotReady(Exception):
+    """The VM does not accept our SSH login yet (refused, timeout, key not there yet)."""
+
+
+class HostKeyMismatch(Exception):
+    """The VM presented a host key other than the one recorded on first contact."""
 
 
 def ensure_controller_key(path: str) -> str:
@@ -169,6 +178,18 @@ class ControllerFiles:
             kept = {alias: key for alias, key in entries.items() if not pattern.match(alias)}
             if kept != entries:
                 self._write_known(kept)
+
+
+def connection_vars(vm: Dict[str, Any], files: ControllerFiles) -> Dict[str, Any]:
+    """Inventory connection variables that reach the VM with its pinned host key: what the vm
+    task returns after a launch and what the journal inventory gives each host."""
+    found = {"ansible_host": vm["ssh"]["host"], "ansible_port": vm["ssh"]["port"],
+             "ansible_user": vm["ssh"]["user"], "ansible_ssh_private_key_file": files.key_path,
+             "ansible_ssh_common_args": files.connection_options(vm["host_key_alias"]),
+             "ansible_python_interpreter": "auto_silent"}
+    if vm.get("python_interpreter"):
+        found["ansible_python_interpreter"] = vm["python_interpreter"]
+    return found
 
 
 class SshChecker:

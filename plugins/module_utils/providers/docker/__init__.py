@@ -592,9 +592,6 @@ class DockerProvider(Provider):
         validate_vm_name(vm_name)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
-        found = self.observe(location, vm_name)
-        findings = []
-        for item in found:
-            if item.status == Status.FAILED:
-                findings.append("%s: %s" % (item.instance_id[:12], item.reason))
-        return {"instances": [o.to_dict() for o in found], "findings": findings}
+        """observe plus each container's engine state (exit code, OOMKilled, error, times), health and log tail."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker.diagnose import diagnose
+        return diagnose(self, location, vm_name)

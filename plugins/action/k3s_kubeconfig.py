@@ -11,18 +11,9 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
-
-ARGUMENT_SPEC = dict(
-    name=dict(type="str", required=True),
-    k3s_yaml=dict(type="str", required=True, no_log=True),
-    server=dict(type="str", required=True),
-    dir=dict(type="path", default="~/.kube"),
-    merge=dict(type="bool", default=False),
-    merge_path=dict(type="path", default="~/.kube/config"),
-    set_current_context=dict(type="bool", default=False),
-)
 
 
 class ActionModule(ActionBase):
@@ -33,7 +24,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=K3S_KUBECONFIG_ARGUMENT_SPEC)
         del validation
         if not kubeconfig.HAS_YAML:
             result.update(failed=True, msg="gpuprov.cloud.k3s_kubeconfig needs PyYAML on the controller")

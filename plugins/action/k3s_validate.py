@@ -14,22 +14,10 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_VALIDATE_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
 
 display = Display()
-
-ARGUMENT_SPEC = dict(
-    name=dict(type="str", required=True),
-    kubeconfig=dict(type="path", required=True),
-    access=dict(type="str", default="Direct", choices=["Direct", "SshTunnel"]),
-    hosts=dict(type="list", elements="str", default=[]),
-    gpu_expected=dict(type="bool", default=False),
-    timeout=dict(type="int", default=300),
-    interval=dict(type="int", default=3),
-    ssh_config=dict(type="path"),
-    remote_port=dict(type="int", default=6443),
-    fail_on_missing_sans=dict(type="bool", default=True),
-)
 
 
 class ActionModule(ActionBase):
@@ -40,7 +28,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=K3S_VALIDATE_ARGUMENT_SPEC)
         del validation
         result["changed"] = False
         name = params["name"]

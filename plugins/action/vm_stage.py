@@ -10,16 +10,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
 
 display = Display()
-
-ARGUMENT_SPEC = dict(
-    name=dict(type="str", required=True),
-    stage=dict(type="str", required=True),
-    note=dict(type="str", default=""),
-    detail=dict(type="dict", default={}),
-    journal=dict(type="path"),
-)
 
 
 class ActionModule(ActionBase):
@@ -30,7 +23,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=VM_STAGE_ARGUMENT_SPEC)
         del validation
         # Recording a stage changes no VM: never reported as a change.
         result["changed"] = False

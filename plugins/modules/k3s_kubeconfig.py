@@ -92,13 +92,11 @@ merged:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        name=dict(type="str", required=True), k3s_yaml=dict(type="str", required=True, no_log=True),
-        server=dict(type="str", required=True), dir=dict(type="path", default="~/.kube"),
-        merge=dict(type="bool", default=False), merge_path=dict(type="path", default="~/.kube/config"),
-        set_current_context=dict(type="bool", default=False)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=K3S_KUBECONFIG_ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg="gpuprov.cloud.k3s_kubeconfig runs on the controller through its action plugin")
 
 

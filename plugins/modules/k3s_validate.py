@@ -117,15 +117,11 @@ path:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_VALIDATE_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        name=dict(type="str", required=True), kubeconfig=dict(type="path", required=True),
-        access=dict(type="str", default="Direct", choices=["Direct", "SshTunnel"]),
-        hosts=dict(type="list", elements="str", default=[]), gpu_expected=dict(type="bool", default=False),
-        timeout=dict(type="int", default=300), interval=dict(type="int", default=3), ssh_config=dict(type="path"),
-        remote_port=dict(type="int", default=6443), fail_on_missing_sans=dict(type="bool", default=True)),
-        supports_check_mode=True)
+    module = AnsibleModule(argument_spec=K3S_VALIDATE_ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg="gpuprov.cloud.k3s_validate runs on the controller through its action plugin")
 
 

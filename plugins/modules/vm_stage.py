@@ -75,12 +75,11 @@ status:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(name=dict(type="str", required=True), stage=dict(type="str", required=True),
-                                              note=dict(type="str", default=""), detail=dict(type="dict", default={}),
-                                              journal=dict(type="path")),
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=VM_STAGE_ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg="gpuprov.cloud.vm_stage runs on the controller through its action plugin")
 
 

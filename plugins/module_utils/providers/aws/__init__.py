@@ -497,6 +497,11 @@ class AwsProvider(Provider):
                 raise
         return group["GroupId"]
 
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """observe plus EC2's state reasons, status checks, scheduled events and spot request states."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.diagnose import diagnose
+        return diagnose(self, location, vm_name)
+
 
 def _tags(resource: Dict[str, Any]) -> Dict[str, str]:
     return {t["Key"]: t["Value"] for t in resource.get("Tags") or []}

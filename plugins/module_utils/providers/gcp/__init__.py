@@ -514,3 +514,8 @@ class GcpProvider(Provider):
     def _labels(self, vm_name: str) -> Dict[str, str]:
         """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
         return catalog.checked_labels(self.identity_tags(vm_name))
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """observe plus Compute Engine's status message, last start/stop times and scheduling (Spot, preemptible)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.diagnose import diagnose
+        return diagnose(self, location, vm_name)

@@ -23,15 +23,14 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
-    DEFAULT_CLOUD, mask_result, options_for,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import mask_result, options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, ResourceRequest, Status,
-    validate_vm_name,
+    ErrorKind, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
+    instance_spec, resource_request, search_clouds, the_cloud,
+)
 
 # An instance in one of these is on its way out: not "present", not deleted again.
 LEAVING = (Status.TERMINATING, Status.STOPPING)
@@ -102,28 +101,12 @@ def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
 
 # -- parameters -------------------------------------------------------------------------------
 
-def _check_cloud(cloud: Any, field: str = "cloud") -> str:
-    if not isinstance(cloud, str) or cloud not in registry.ADAPTERS:
-        raise _invalid("%s: unknown cloud %r; expected one of %s" % (field, cloud, ", ".join(registry.known_clouds())))
-    return cloud
-
-
 def _provider(cloud: str, params: Dict[str, Any], clouds: List[str]) -> Provider:
     try:
         options = options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
     except ValueError as exc:
         raise _invalid(str(exc))
     return _call("load", cloud, registry.get_provider, cloud, options)
-
-
-def _request(params: Dict[str, Any], name: str, regions: Optional[List[str]] = None) -> ResourceRequest:
-    count = params.get("gpu_count")
-    count = 1 if count is None else count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise _invalid("gpu_count: expected an integer >= 1, got %r" % (count,))
-    return ResourceRequest(vm_name=name, gpu=canonical_gpu(params.get("gpu")), gpu_count=count,
-                           regions=list(regions if regions is not None else params.get("regions") or []),
-                           spot=bool(params.get("spot")))
 
 
 def offer_row(offer: Offer, rank: Optional[int] = None) -> Dict[str, Any]:
@@ -166,11 +149,8 @@ def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     and those it would skip, with why. Never changes anything."""
     del check_mode  # plan makes no change in either mode
     name = validate_vm_name(params.get("name") or PLAN_NAME)
-    clouds: List[str] = []
-    for cloud in params.get("clouds") or [DEFAULT_CLOUD]:
-        if _check_cloud(cloud, "clouds") not in clouds:
-            clouds.append(cloud)
-    request = _request(params, name)
+    clouds = search_clouds(params)
+    request = resource_request(params, name)
     rows: List[Dict[str, Any]] = []
     summary: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
@@ -204,7 +184,7 @@ def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
 def _select_offer(provider: Provider, params: Dict[str, Any], name: str) -> Offer:
     """The offer named by region / zone / instance_type among those plan returns, else the first."""
     cloud, region, zone, itype = provider.name, params.get("region"), params.get("zone"), params.get("instance_type")
-    request = _request(params, name, [region] if region else None)
+    request = resource_request(params, name, [region] if region else None)
     planned = _call("plan", cloud, provider.plan, request)
     matches = []
     for offer in planned:
@@ -234,7 +214,7 @@ def _location(provider: Provider, params: Dict[str, Any], name: str) -> List[Loc
     """``region`` (and ``zone``) when given, else the distinct locations of the offers plan returns."""
     if params.get("region"):
         return [Location(provider.name, params["region"], params.get("zone") or None)]
-    request = _request(params, name)
+    request = resource_request(params, name)
     found: List[Location] = []
     for offer in _call("plan", provider.name, provider.plan, request):
         if params.get("zone") and offer.zone not in (None, params["zone"]):
@@ -264,15 +244,6 @@ def _public_key(params: Dict[str, Any]) -> str:
     return ssh.ensure_controller_key(os.path.join(default_state_dir(), "id_ed25519"))
 
 
-def _spec(params: Dict[str, Any], name: str) -> InstanceSpec:
-    ports = params.get("open_ports")
-    spec = InstanceSpec(vm_name=name, ssh_public_key=_public_key(params), ssh_user=params.get("ssh_user"),
-                        allowed_cidrs=list(params.get("allowed_cidrs") or []), spot=bool(params.get("spot")))
-    if ports:
-        spec.open_ports = sorted(set(int(p) for p in ports) | {22})
-    return spec
-
-
 def _live(found: List[Observed]) -> List[Observed]:
     return [o for o in found if o.status not in NOT_LIVE]
 
@@ -282,7 +253,7 @@ def instance(params: Dict[str, Any], check_mode: bool = False, sleep: Callable[[
              clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
     """``present``: prepare + observe-or-create one offer; ``absent``: delete + cleanup at one location."""
     name = validate_vm_name(params.get("name"))
-    cloud = _check_cloud(params.get("cloud") or DEFAULT_CLOUD)
+    cloud = the_cloud(params)
     provider = _provider(cloud, params, [cloud])
     if params.get("state", "present") == "absent":
         return _absent(provider, params, name, check_mode, sleep, clock)
@@ -302,7 +273,7 @@ def _present(provider: Provider, params: Dict[str, Any], name: str, check_mode: 
                         msg="%s: instance %s exists at %s" % (name, existing[0].instance_id, where))
         return dict(base, changed=True, instance=None, prepared=None,
                     msg="%s: would prepare and create %s" % (name, offer.offer_id))
-    spec = _spec(params, name)
+    spec = instance_spec(params, name, _public_key(params))
     prepared = _call("prepare", where, provider.prepare, offer, spec)
     if existing:
         return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=prepared,
@@ -362,7 +333,7 @@ def instance_info(params: Dict[str, Any], check_mode: bool = False) -> Dict[str,
     """Observe a VM name at ``region``/``zone``, or at every location plan returns."""
     del check_mode  # observe only, in either mode
     name = validate_vm_name(params.get("name"))
-    cloud = _check_cloud(params.get("cloud") or DEFAULT_CLOUD)
+    cloud = the_cloud(params)
     provider = _provider(cloud, params, [cloud])
     rows: List[Dict[str, Any]] = []
     seen: set = set()

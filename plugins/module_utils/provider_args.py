@@ -26,7 +26,8 @@ import copy
 import re
 from typing import Any, Dict, Iterable, Set
 
-DEFAULT_CLOUD = "local"
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import DEFAULT_CLOUD
+
 MASKED = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 # Adapter option names whose values are credentials (aws_secret_access_key, aws_access_key_id,
 # aws_session_token, credentials_file, api_key, password, private_key ...).

@@ -18,11 +18,11 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Conflict, Journal, JournalError, LeaseHeld, default_state_dir, new_owner,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    BootScript, InstanceSpec, Location, ProviderError, ResourceRequest, validate_vm_name,
+    Location, ProviderError, validate_vm_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
@@ -46,28 +46,18 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
     """VmSettings from validated task parameters, or InvalidParameters."""
     try:
         name = validate_vm_name(params["name"])
-        gpu = canonical_gpu(params.get("gpu"))
-        for cloud in params.get("clouds") or []:
-            if cloud not in registry.ADAPTERS:
-                registry.get_provider(cloud)  # raises the clear "unknown cloud" error
+        clouds = request_params.search_clouds(params)
+        request = request_params.resource_request(params, name)
+        spec = request_params.instance_spec(params, name, public_key)
     except ProviderError as exc:
         raise InvalidParameters(exc.msg)
-    _positive(params, "gpu_count")
     for field in ("boot_timeout", "ssh_timeout", "teardown_timeout"):
         _positive(params, field)
-    clouds = list(params.get("clouds") or [registry.DEFAULT_CLOUD])
     options = params.get("cloud_options") or {}
     unknown = sorted(set(options) - set(clouds) - set(registry.ADAPTERS))
     if unknown:
         raise InvalidParameters("cloud_options: unknown cloud(s) %s; expected keys among %s"
                                 % (", ".join(unknown), ", ".join(registry.known_clouds())))
-    request = ResourceRequest(vm_name=name, gpu=gpu, gpu_count=params.get("gpu_count") or 1,
-                              regions=list(params.get("regions") or []), spot=bool(params.get("spot")))
-    boot = params.get("boot_script")
-    spec = InstanceSpec(vm_name=name, ssh_public_key=public_key, ssh_user=params.get("ssh_user"),
-                        spot=bool(params.get("spot")),
-                        boot_script=BootScript(script=boot["script"], env={k: str(v) for k, v in (boot.get("env") or {}).items()})
-                        if boot else None)
     return VmSettings(vm_name=name, clouds=clouds, request=request, spec=spec,
                       cloud_options={k: dict(v or {}) for k, v in options.items()},
                       retry_until_up=bool(params.get("retry_until_up")),

@@ -5,7 +5,7 @@
 
 * ``offers``        plan on every cloud of a search: the table a launch would walk;
 * ``instance``      ``present`` = prepare + observe-or-create one offer,
-                    ``absent`` = delete + (wait) + cleanup at one location;
+                    ``absent`` = the teardown machine at one location, on the journal;
 * ``instance_info`` observe a VM name at a location.
 
 Each function takes the module's validated parameters and ``check_mode`` and
@@ -23,20 +23,26 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Executor, LeaseLost
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
+    Conflict, Journal, JournalError, LeaseHeld, default_journal_path, new_owner,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import mask_result, options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
+    ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
     instance_spec, resource_request, search_clouds, the_cloud,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
+    DELETION_REQUESTED, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
+)
 
-# An instance in one of these is on its way out: not "present", not deleted again.
-LEAVING = (Status.TERMINATING, Status.STOPPING)
-# Not a live instance of the VM: a create is still needed for state=present.
-NOT_LIVE = (Status.TERMINATING, Status.FAILED)
 PLAN_NAME = "offers"   # the VM name a plan is made for when the task names none
+LEASE_TTL_S = 120.0    # the journal lease of an instance task, renewed while its teardown runs
 
 
 def _bundled_adapters():  # pragma: no cover - never called
@@ -94,6 +100,8 @@ def guarded(fn: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
 def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
     """Call ``fn(module.params, module.check_mode)`` and end the module with its result."""
     result = mask_result(module, fn(module.params, module.check_mode))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)
@@ -101,12 +109,13 @@ def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
 
 # -- parameters -------------------------------------------------------------------------------
 
-def _provider(cloud: str, params: Dict[str, Any], clouds: List[str]) -> Provider:
+def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id: Optional[str] = None) -> Provider:
+    """The adapter of ``cloud``; with ``journal_id`` it tags what it makes with that journal."""
     try:
         options = options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
     except ValueError as exc:
         raise _invalid(str(exc))
-    return _call("load", cloud, registry.get_provider, cloud, options)
+    return _call("load", cloud, registry.get_provider, cloud, options, journal_id)
 
 
 def offer_row(offer: Offer, rank: Optional[int] = None) -> Dict[str, Any]:
@@ -244,27 +253,80 @@ def _public_key(params: Dict[str, Any]) -> str:
     return ssh.ensure_controller_key(os.path.join(default_state_dir(), "id_ed25519"))
 
 
-def _live(found: List[Observed]) -> List[Observed]:
-    return [o for o in found if o.status not in NOT_LIVE]
+def _present_already(observed: Observed) -> bool:
+    """An instance a create would duplicate: live, or stopped (this module never starts one)."""
+    return observed.live or observed.status in (Status.STOPPING, Status.STOPPED)
+
+
+def _journal_id_if_any(params: Dict[str, Any]) -> Optional[str]:
+    """The task journal's id, without creating a journal (check mode). None when there is
+    no journal yet: then no instance carries its id."""
+    path = os.path.abspath(os.path.expanduser(params.get("journal") or default_journal_path()))
+    if not os.path.exists(path):
+        return None
+    journal = Journal(path)
+    try:
+        return journal.journal_id
+    finally:
+        journal.close()
+
+
+def _foreign(observed: List[Observed], journal_id: Optional[str]) -> List[Observed]:
+    return [o for o in observed if not o.owned_by(journal_id)]
+
+
+def _left_alone(name: str, where: Location, foreign: List[Observed]) -> List[str]:
+    return ["%s: left %s (%s) at %s alone: it was made by another controller (journal %s)"
+            % (name, o.instance_id, o.status, where, o.journal_id) for o in foreign]
 
 
 @guarded
-def instance(params: Dict[str, Any], check_mode: bool = False, sleep: Callable[[float], None] = time.sleep,
-             clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
-    """``present``: prepare + observe-or-create one offer; ``absent``: delete + cleanup at one location."""
+def instance(params: Dict[str, Any], check_mode: bool = False, clock: Callable[[], float] = time.monotonic,
+             sleep: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+    """``present``: prepare + observe-or-create one offer; ``absent``: the teardown machine at
+    one location. ``clock`` and ``sleep`` are the teardown executor's (its waits, its budget)."""
     name = validate_vm_name(params.get("name"))
     cloud = the_cloud(params)
-    provider = _provider(cloud, params, [cloud])
-    if params.get("state", "present") == "absent":
-        return _absent(provider, params, name, check_mode, sleep, clock)
-    return _present(provider, params, name, check_mode)
+    try:
+        if params.get("state", "present") == "absent":
+            return _absent(params, name, cloud, check_mode, clock, sleep)
+        return _present(params, name, cloud, check_mode)
+    except LeaseHeld as exc:
+        return {"failed": True, "changed": False, "msg": str(exc)}
+    except (LeaseLost, Conflict) as exc:
+        return {"failed": True, "changed": False, "msg": "%s; this run stopped without further cloud calls" % exc}
+    except JournalError as exc:
+        return {"failed": True, "changed": False, "msg": str(exc)}
 
 
-def _present(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool) -> Dict[str, Any]:
+def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) -> Dict[str, Any]:
+    if check_mode:
+        return _present_with(_provider(cloud, params, [cloud], _journal_id_if_any(params)), params, name, True)
+    journal = Journal(params.get("journal"))
+    owner = new_owner()
+    try:
+        # While a teardown of this name on this cloud runs (another task), nothing is created.
+        journal.acquire(journal_key(cloud, name), owner, LEASE_TTL_S)
+        try:
+            return _present_with(_provider(cloud, params, [cloud], journal.journal_id), params, name, False)
+        finally:
+            journal.release(journal_key(cloud, name), owner)
+    finally:
+        journal.close()
+
+
+def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool) -> Dict[str, Any]:
     offer = _select_offer(provider, params, name)
     where = offer.location
     found = _call("observe", where, provider.observe, where, name)
-    existing = _live(found)
+    existing = [o for o in found if o.owned_by(provider.journal_id) and _present_already(o)]
+    foreign = [o for o in _foreign(found, provider.journal_id) if _present_already(o)]
+    if foreign and not existing:
+        raise _Failed(_invalid("%s exists at %s, made by another controller (journal %s): %s; this task's journal "
+                               "may not adopt it. Use another name, or that controller's journal"
+                               % (name, where, foreign[0].journal_id,
+                                  ", ".join("%s (%s)" % (o.instance_id, o.status) for o in foreign))),
+                      "observe", str(where))
     base = {"offer": offer_row(offer), "location": where.to_dict(),
             "instances": [instance_row(o, where) for o in found]}
     if check_mode:
@@ -288,42 +350,68 @@ def _present(provider: Provider, params: Dict[str, Any], name: str, check_mode: 
                 msg="%s: created %s at %s (%s)" % (name, instance_id, where, made.status))
 
 
-def _absent(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool,
-            sleep: Callable[[float], None], clock: Callable[[], float]) -> Dict[str, Any]:
-    where = _location(provider, params, name)[0]  # with no region: the first offer's, as present picks
-    found = _call("observe", where, provider.observe, where, name)
-    doomed = sorted(o.instance_id for o in found if o.status not in LEAVING)
-    base = {"location": where.to_dict(), "instances": [instance_row(o, where) for o in found]}
+def _wait_timeout(params: Dict[str, Any]) -> float:
+    timeout = params.get("wait_timeout")
+    timeout = 600 if timeout is None else timeout
+    if timeout < 0:
+        raise _invalid("wait_timeout: expected seconds >= 0, got %r" % (timeout,))
+    return float(timeout)
+
+
+def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
+            clock: Callable[[], float], sleep: Optional[Callable[[float], None]]) -> Dict[str, Any]:
+    timeout = _wait_timeout(params)
     if check_mode:
-        return dict(base, changed=bool(doomed), deleted=doomed, cleaned_up=False,
-                    msg="%s: would delete %s at %s and clean up" % (name, ", ".join(doomed) or "no instance", where))
-    if doomed:
-        _call("delete", where, provider.delete, where, name, doomed)
-    timeout = float(600 if params.get("wait_timeout") is None else params["wait_timeout"])
-    deadline = clock() + timeout
-    interval = provider.capabilities().poll_interval_s
-    while True:
-        left = _call("observe", where, provider.observe, where, name)
-        again = sorted(o.instance_id for o in left if o.status not in LEAVING)
-        if again:
-            _call("delete", where, provider.delete, where, name, again)
-        if not left or not params.get("wait", True) or clock() >= deadline:
-            break
-        sleep(interval)
-    result = dict(base, changed=bool(doomed), deleted=doomed, instances=[instance_row(o, where) for o in left])
-    if left:
-        ids = ", ".join("%s (%s)" % (o.instance_id, o.status) for o in left)
-        if params.get("wait", True):
-            failure = _failure(ProviderError(ErrorKind.TRANSIENT, "instances still present after %.0f s: %s"
-                                             % (timeout, ids)), "delete", str(where))
-            failure.update(result, failed=True, changed=bool(doomed), cleaned_up=False)
-            return failure
-        return dict(result, cleaned_up=False,
-                    msg="%s: deletion requested for %s at %s; cleanup runs once they are gone (run again)"
-                    % (name, ids, where))
-    _call("cleanup", where, provider.cleanup, where, name)
-    what = ("deleted %s" % ", ".join(doomed)) if doomed else "no instance"
-    return dict(result, cleaned_up=True, msg="%s: %s at %s; side resources removed" % (name, what, where))
+        journal_id = _journal_id_if_any(params)
+        provider = _provider(cloud, params, [cloud], journal_id)
+        where = _location(provider, params, name)[0]  # with no region: the first offer's, as present picks
+        found = _call("observe", where, provider.observe, where, name)
+        doomed = sorted(o.instance_id for o in found if o.owned_by(journal_id) and not o.leaving)
+        return {"location": where.to_dict(), "instances": [instance_row(o, where) for o in found],
+                "changed": bool(doomed), "deleted": doomed, "cleaned_up": False,
+                "warnings": _left_alone(name, where, _foreign(found, journal_id)),
+                "msg": "%s: would delete %s at %s and clean up" % (name, ", ".join(doomed) or "no instance", where)}
+    journal = Journal(params.get("journal"))
+    try:
+        provider = WatchedProvider(_provider(cloud, params, [cloud], journal.journal_id))
+        where = _location(provider, params, name)[0]
+        # A teardown makes nothing: the spec (and its key) is never used.
+        settings = VmSettings(vm_name=name, clouds=[cloud], request=resource_request(params, name),
+                              spec=InstanceSpec(vm_name=name, ssh_public_key=""), teardown_timeout=timeout)
+        ctx = VmContext(settings, providers={cloud: provider}, journal_id=journal.journal_id)
+        executor = Executor(journal, InstanceTeardown(ctx, wait=bool(params.get("wait", True))),
+                            lease_ttl=LEASE_TTL_S, clock=clock)
+        key = journal_key(cloud, name)
+        outcome = executor.run(key, initial_for(name, where), wait_poll=sleep)
+        if not covers(outcome.state, where):
+            # That run finished a teardown an earlier task left at another location; now this one.
+            outcome = executor.run(key, initial_for(name, where), wait_poll=sleep)
+        return _absent_result(name, where, provider, outcome, journal)
+    finally:
+        journal.close()
+
+
+def _absent_result(name: str, where: Location, provider: WatchedProvider, outcome, journal: Journal) -> Dict[str, Any]:
+    state = outcome.state
+    seen = provider.seen.get(str(where)) or []
+    deleted = sorted(i for _where, i in provider.requested)
+    result = {"location": where.to_dict(), "instances": [instance_row(o, where) for o in seen],
+              "deleted": deleted, "changed": bool(deleted), "cleaned_up": str(where) in provider.cleaned,
+              "state": outcome.label, "journal": journal.path,
+              "warnings": _left_alone(name, where, _foreign(seen, journal.journal_id))}
+    others = [t for t in state["targets"] if str(Location.from_dict(t["location"])) != str(where)]
+    also = "; also cleared what an earlier task left: %s" % teardown._describe(others) if others else ""
+    if state["kind"] == "Done":
+        what = ("deleted %s" % ", ".join(deleted)) if deleted else "no instance"
+        return dict(result, msg="%s: %s at %s; side resources removed%s" % (name, what, where, also))
+    if state["kind"] == DELETION_REQUESTED:
+        leaving = [o for o in seen if o.owned_by(journal.journal_id)]
+        ids = ", ".join("%s (%s)" % (o.instance_id, o.status) for o in leaving) or "its instances"
+        return dict(result, msg="%s: deletion requested for %s at %s; cleanup runs once they are gone (run again)%s"
+                    % (name, ids, where, also))
+    return dict(result, failed=True, leaked=state["targets"],
+                msg="%s: teardown incomplete (%s); resources may still bill: %s. Run the task again to retry."
+                % (name, state.get("reason"), teardown._describe(state["targets"])))
 
 
 # -- instance_info ----------------------------------------------------------------------------
@@ -337,6 +425,7 @@ def instance_info(params: Dict[str, Any], check_mode: bool = False) -> Dict[str,
     provider = _provider(cloud, params, [cloud])
     rows: List[Dict[str, Any]] = []
     seen: set = set()
+    present = False
     locations = _location(provider, params, name)
     for where in locations:
         for observed in _call("observe", where, provider.observe, where, name):
@@ -345,7 +434,7 @@ def instance_info(params: Dict[str, Any], check_mode: bool = False) -> Dict[str,
             if key not in seen:
                 seen.add(key)
                 rows.append(row)
-    live = [r for r in rows if r["status"] not in NOT_LIVE]
-    return {"changed": False, "instances": rows, "exists": bool(live), "running": any(r["usable"] for r in rows),
+                present = present or _present_already(observed)
+    return {"changed": False, "instances": rows, "exists": present, "running": any(r["usable"] for r in rows),
             "locations": [w.to_dict() for w in locations],
             "msg": "%s: %d instance(s) at %s" % (name, len(rows), ", ".join(str(w) for w in locations))}

@@ -10,15 +10,17 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import uuid
 
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    VM_NAME_TAG, Capabilities, ErrorKind, Location, Observed, Offer, Provider, Status,
+    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, Location, Observed, Offer, Provider, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
 from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as fake
@@ -36,6 +38,24 @@ needs_sshd = pytest.mark.skipif(not HAS_SSHD, reason="the local cloud needs open
 
 def _name(prefix="pm"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path, monkeypatch):
+    """Every test has its own state directory, so its own journal (instance tasks write one)."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    monkeypatch.setenv("GPUPROV_HOME", str(state))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    return state
+
+
+def _journal_id():
+    journal = Journal()
+    try:
+        return journal.journal_id
+    finally:
+        journal.close()
 
 
 # -- the local cloud --------------------------------------------------------------------------------
@@ -143,7 +163,7 @@ def test_instance_present_is_idempotent_and_absent_removes_everything(home):
     assert first["instance"]["cloud"] == "local" and first["instance"]["status"] in (Status.PENDING, Status.RUNNING)
     assert first["prepared"]["sshd"] and first["offer"]["offer_id"] == "local:local:sshd"
     assert first["location"] == {"cloud": "local", "region": "local", "zone": None}
-    assert [o.instance_id for o in _live_local(home, name)] == [made]
+    assert [(o.instance_id, o.journal_id) for o in _live_local(home, name)] == [(made, _journal_id())]
     # the collection's own key was generated and authorised
     public = (home["path"] / "id_ed25519.pub").read_text().strip()
     assert (home["path"] / "local" / name / made / "authorized_keys").read_text().strip() == public
@@ -228,13 +248,13 @@ def test_a_provider_error_becomes_a_failed_task_naming_kind_primitive_and_locati
     assert result["error"]["kind"] == "Transient" and result["error"]["primitive"] == "observe"
 
 
-# -- absent's wait, on a scripted provider (no real sleeps) -------------------------------------------
+# -- absent runs the teardown machine: a scripted provider, the executor's clock and waits ----------
 
 class Lingering(Provider):
-    """Instances leave only after ``linger`` observes; records every call."""
+    """Instances leave only after ``left`` observes once deleted; records every call.
+    ``world["instances"]`` is what stands at the location: (id, journal id or None)."""
 
     name = "lingering"
-    linger = 2
     world = {}
 
     def capabilities(self):
@@ -246,12 +266,15 @@ class Lingering(Provider):
     def observe(self, location, vm_name):
         w = self.world
         w["calls"].append("observe")
-        if w["deleted"]:
-            if w["left"] <= 0:
-                return []
+        found = []
+        for instance_id, journal_id in w["instances"]:
+            if instance_id not in w["deleted"]:
+                found.append(Observed(instance_id, Status.RUNNING, location=location, journal_id=journal_id))
+            elif w["left"] > 0:
+                found.append(Observed(instance_id, Status.TERMINATING, location=location, journal_id=journal_id))
+        if w["deleted"] and w["left"] > 0:
             w["left"] -= 1
-            return [Observed("i-1", Status.TERMINATING, location=location)]
-        return [Observed("i-1", Status.RUNNING, location=location)]
+        return found
 
     def prepare(self, offer, spec):
         raise AssertionError("state=absent never prepares")
@@ -261,7 +284,7 @@ class Lingering(Provider):
 
     def delete(self, location, vm_name, instance_ids):
         self.world["calls"].append("delete %s" % ",".join(instance_ids))
-        self.world["deleted"] = True
+        self.world["deleted"].update(instance_ids)
 
     def cleanup(self, location, vm_name):
         self.world["calls"].append("cleanup")
@@ -270,15 +293,22 @@ class Lingering(Provider):
 @pytest.fixture
 def lingering(monkeypatch):
     real = registry.get_provider
+
+    def get_provider(cloud, options=None, journal_id=None):
+        if cloud == "lingering":
+            return Lingering(options, journal_id=journal_id)
+        return real(cloud, options, journal_id=journal_id)
+
     monkeypatch.setitem(registry.ADAPTERS, "lingering", ("lingering", "Lingering"))
-    monkeypatch.setattr(registry, "get_provider",
-                        lambda cloud, options=None: Lingering(options) if cloud == "lingering" else real(cloud, options))
+    monkeypatch.setattr(registry, "get_provider", get_provider)
     Lingering.world.clear()
-    Lingering.world.update(calls=[], deleted=False, left=2)
+    Lingering.world.update(calls=[], instances=[("i-1", None)], deleted=set(), left=2)
     return Lingering.world
 
 
 class Clock:
+    """The teardown executor's clock and wait: waiting moves time on, nothing sleeps."""
+
     def __init__(self):
         self.now = 0.0
         self.slept = []
@@ -291,35 +321,186 @@ class Clock:
         self.now += seconds
 
 
+ABSENT = {"name": "w1", "cloud": "lingering", "state": "absent"}
+TEARDOWN_KEY = "instance:lingering:w1"
+
+
+def _absent(clock, **params):
+    return primitives.instance(dict(ABSENT, **params), sleep=clock.sleep, clock=clock)
+
+
+def _row(key=TEARDOWN_KEY):
+    journal = Journal()
+    try:
+        row = journal.load(key)
+        return row, [(e["from"], e["to"]) for e in journal.events(key) if e["event"] != "poll"]
+    finally:
+        journal.close()
+
+
 def test_absent_waits_at_the_cloud_poll_interval_then_cleans_up(lingering):
     clock = Clock()
-    result = primitives.instance({"name": "w1", "cloud": "lingering", "state": "absent", "wait_timeout": 60},
-                                 sleep=clock.sleep, clock=clock)
+    result = _absent(clock, wait_timeout=60)
+    assert "failed" not in result, result
     assert result["changed"] is True and result["cleaned_up"] is True and result["deleted"] == ["i-1"]
     assert result["location"] == {"cloud": "lingering", "region": "r1", "zone": "r1-a"}
+    assert result["state"] == "Done" and result["instances"] == [] and result["warnings"] == []
     assert clock.slept == [7.0, 7.0]
-    assert lingering["calls"] == ["observe", "delete i-1", "observe", "observe", "observe", "cleanup"]
+    # Requesting journals what it found before it deletes; AwaitingGone never deletes a leaving instance again.
+    assert lingering["calls"] == ["observe", "observe", "delete i-1", "observe", "observe", "observe", "cleanup"]
+    row, moves = _row()
+    assert row.kind == "instance-teardown" and row.label == "Done" and row.terminal and row.lease_owner is None
+    assert [to for _frm, to in moves] == ["Requesting", "Requesting", "AwaitingGone", "CleaningUp", "Done"]
+    assert result["journal"] == Journal().path
 
 
-def test_absent_that_times_out_fails_transient_and_skips_cleanup(lingering):
+def test_absent_that_times_out_is_leaked_and_the_next_run_finishes_it(lingering):
     lingering["left"] = 100
     clock = Clock()
-    result = primitives.instance({"name": "w1", "cloud": "lingering", "state": "absent", "wait_timeout": 20},
-                                 sleep=clock.sleep, clock=clock)
+    result = _absent(clock, wait_timeout=20)
     assert result["failed"] is True and result["changed"] is True and result["cleaned_up"] is False
-    assert result["msg"].startswith("Transient: instances still present after 20 s: i-1 (Terminating)")
+    assert result["state"] == "Leaked" and result["deleted"] == ["i-1"]
+    assert "instances still present after 20 s: lingering/r1/r1-a [i-1]" in result["msg"]
+    assert "may still bill" in result["msg"] and "Run the task again" in result["msg"]
+    assert result["leaked"] == [{"location": {"cloud": "lingering", "region": "r1", "zone": "r1-a"},
+                                 "instance_ids": ["i-1"], "created": True}]
     assert "cleanup" not in lingering["calls"] and clock.slept == [7.0, 7.0, 7.0]
+    assert _row()[0].label == "Leaked"
+
+    lingering["left"] = 0   # gone by now
+    again = _absent(clock, wait_timeout=20)
+    assert "failed" not in again, again
+    assert again["state"] == "Done" and again["cleaned_up"] is True and lingering["calls"][-1] == "cleanup"
+    assert again["changed"] is False and again["deleted"] == []   # asking again for a gone instance changes nothing
 
 
-def test_absent_without_wait_leaves_cleanup_for_the_next_run(lingering):
+def test_absent_without_wait_requests_deletion_and_a_later_run_cleans_up(lingering):
     clock = Clock()
-    params = {"name": "w1", "cloud": "lingering", "state": "absent", "wait": False}
-    first = primitives.instance(dict(params), sleep=clock.sleep, clock=clock)
+    first = _absent(clock, wait=False)
     assert "failed" not in first and first["changed"] is True and first["cleaned_up"] is False
+    assert first["state"] == "DeletionRequested" and first["deleted"] == ["i-1"]
+    assert "deletion requested for i-1 (Terminating)" in first["msg"]
     assert "cleanup runs once they are gone" in first["msg"] and clock.slept == []
+    assert "cleanup" not in lingering["calls"]
     lingering["left"] = 0
-    second = primitives.instance(dict(params), sleep=clock.sleep, clock=clock)
+    second = _absent(clock, wait=False)
     assert second["changed"] is False and second["cleaned_up"] is True and lingering["calls"][-1] == "cleanup"
+    assert second["state"] == "Done"
+
+
+def test_absent_without_wait_cleans_up_at_once_when_nothing_is_left(lingering):
+    lingering["instances"] = []
+    result = _absent(Clock(), wait=False)
+    assert result["changed"] is False and result["cleaned_up"] is True and result["state"] == "Done"
+    assert lingering["calls"] == ["observe", "observe", "cleanup"]
+
+
+def test_a_run_that_waits_resumes_a_requested_deletion(lingering):
+    clock = Clock()
+    assert _absent(clock, wait=False)["state"] == "DeletionRequested"
+    lingering["left"] = 1
+    calls = len(lingering["calls"])
+    waited = _absent(clock, wait=True)
+    assert waited["state"] == "Done" and waited["cleaned_up"] is True and clock.slept == [7.0]
+    # resumed as AwaitingGone: observed until gone, never a second delete
+    assert lingering["calls"][calls:] == ["observe", "observe", "cleanup"]
+    assert waited["changed"] is False
+
+
+class Killed(BaseException):
+    """The module process dying in the middle of a wait (a SIGKILL runs no handler)."""
+
+
+def test_a_teardown_killed_while_waiting_is_resumed_by_the_next_run(lingering):
+    lingering["left"] = 3
+    clock = Clock()
+
+    def die(seconds):
+        raise Killed()
+
+    with pytest.raises(Killed):
+        primitives.instance(dict(ABSENT), sleep=die, clock=clock)
+    row, _moves = _row()
+    assert row.label == "AwaitingGone" and not row.terminal   # journalled before the wait began
+    deletes = [c for c in lingering["calls"] if c.startswith("delete")]
+    resumed = _absent(clock)
+    assert resumed["state"] == "Done" and resumed["cleaned_up"] is True
+    assert [c for c in lingering["calls"] if c.startswith("delete")] == deletes   # not deleted twice
+    _row_after, moves = _row()
+    assert ("AwaitingGone", "CleaningUp") in moves
+
+
+def test_absent_never_deletes_another_journals_instance(lingering):
+    lingering["instances"] = [("i-1", None), ("i-theirs", "another-journal")]
+    predicted = primitives.instance(dict(ABSENT), check_mode=True)
+    assert predicted["deleted"] == ["i-1"] and predicted["changed"] is True
+    assert [i["instance_id"] for i in predicted["instances"]] == ["i-1", "i-theirs"]
+    assert lingering["calls"] == ["observe"]
+    lingering["left"] = 0
+    result = _absent(Clock())
+    assert result["deleted"] == ["i-1"] and "delete i-theirs" not in " ".join(lingering["calls"])
+    assert [i["instance_id"] for i in result["instances"]] == ["i-theirs"]
+    assert result["warnings"] == ["w1: left i-theirs (Running) at lingering/r1/r1-a alone: it was made by another "
+                                  "controller (journal another-journal)"]
+    assert result["state"] == "Done"
+
+
+def test_check_mode_writes_no_journal(lingering, private_state):
+    predicted = primitives.instance(dict(ABSENT), check_mode=True)
+    assert predicted["changed"] is True and predicted["cleaned_up"] is False
+    assert lingering["calls"] == ["observe"] and not (private_state / "journal.sqlite").exists()
+
+
+def test_absent_while_another_run_holds_the_key_fails_and_touches_nothing(lingering):
+    journal = Journal()
+    other = new_owner()
+    try:
+        journal.begin(TEARDOWN_KEY, "instance-teardown", {"kind": "AwaitingGone", "vm_name": "w1", "targets": []},
+                      "AwaitingGone", False, other, 60.0, None)
+    finally:
+        journal.close()
+    result = _absent(Clock())
+    assert result["failed"] is True and "being worked on by another run" in result["msg"]
+    assert [c for c in lingering["calls"] if not c == "observe"] == []
+
+
+def test_an_earlier_leak_at_another_location_is_cleared_too(lingering):
+    lingering["left"] = 100
+    clock = Clock()
+    assert _absent(clock, wait_timeout=10, region="r0")["state"] == "Leaked"
+    lingering["left"] = 0
+    result = _absent(clock, region="r1")
+    assert result["state"] == "Done" and result["location"]["region"] == "r1"
+    assert "also cleared what an earlier task left: lingering/r0" in result["msg"]
+    assert lingering["calls"].count("cleanup") == 2
+
+
+def test_present_never_adopts_another_journals_instance(lingering):
+    lingering["instances"] = [("i-theirs", "another-journal")]
+    for check_mode in (True, False):
+        result = primitives.instance({"name": "w1", "cloud": "lingering"}, check_mode=check_mode)
+        assert result["failed"] is True and result["changed"] is False
+        assert result["msg"].startswith("InvalidRequest: w1 exists at lingering/r1/r1-a, made by another controller "
+                                        "(journal another-journal): i-theirs (Running)")
+    assert lingering["calls"] == ["observe", "observe"]   # nothing prepared, created or deleted
+
+
+def test_present_waits_its_turn_behind_a_teardown_of_the_name(lingering):
+    journal = Journal()
+    try:
+        journal.begin(TEARDOWN_KEY, "instance-teardown", {"kind": "AwaitingGone", "vm_name": "w1", "targets": []},
+                      "AwaitingGone", False, new_owner(), 60.0, None)
+    finally:
+        journal.close()
+    result = primitives.instance({"name": "w1", "cloud": "lingering"})
+    assert result["failed"] is True and "being worked on by another run" in result["msg"]
+    assert lingering["calls"] == []
+
+
+def test_wait_timeout_below_zero_is_refused(lingering):
+    result = _absent(Clock(), wait_timeout=-1)
+    assert result["failed"] is True and result["msg"].startswith("InvalidRequest: wait_timeout: ")
+    assert lingering["calls"] == []
 
 
 def test_instance_info_without_region_looks_at_every_planned_location(lingering, monkeypatch):
@@ -355,7 +536,10 @@ def aws(moto_ec2):
         return out
 
     def groups():
-        return sorted(g["GroupName"] for g in ec2.describe_security_groups()["SecurityGroups"])
+        """The VPC's security groups, the VM's own (named after the VM and this journal) as "mine"."""
+        mine = re.compile(r"^gpuprov-%s-j[0-9a-f]{8}$" % re.escape(name))
+        return sorted("mine" if mine.match(g["GroupName"]) else g["GroupName"]
+                      for g in ec2.describe_security_groups()["SecurityGroups"])
 
     return {"params": params, "name": name, "account": creds["aws_access_key_id"], "live": live, "groups": groups,
             "fake": moto_ec2}
@@ -373,8 +557,9 @@ def test_aws_instance_present_twice_then_absent_twice(aws):
     assert first["prepared"]["security_group_id"].startswith("sg-") and first["prepared"]["allowed_cidrs"] == [CIDR]
     [inst] = aws["live"]()
     assert inst["InstanceId"] == first["instance"]["instance_id"] and inst["InstanceType"] == "g4dn.xlarge"
-    assert {t["Key"]: t["Value"] for t in inst["Tags"]}[VM_NAME_TAG] == name
-    assert aws["groups"]() == ["default", "gpuprov-" + name]
+    tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+    assert tags[VM_NAME_TAG] == name and tags[JOURNAL_ID_TAG] == _journal_id()   # made for the task's journal
+    assert aws["groups"]() == ["default", "mine"]
     runs = len(aws["fake"].calls("RunInstances", aws["account"]))
 
     second = primitives.instance(dict(params))
@@ -414,7 +599,7 @@ def test_aws_capacity_error_fails_the_task_and_absent_removes_the_prepared_group
     assert failed["msg"].endswith("(create at aws/us-east-1)")
     assert failed["error"] == dict(failed["error"], kind="Capacity", block="offer", primitive="create",
                                    location="aws/us-east-1")
-    assert aws["live"]() == [] and "gpuprov-" + aws["name"] in aws["groups"]()
+    assert aws["live"]() == [] and "mine" in aws["groups"]()
     aws["fake"].clear(account=aws["account"])
     cleaned = primitives.instance(dict(aws["params"], state="absent"))
     assert cleaned["changed"] is False and cleaned["cleaned_up"] is True and aws["groups"]() == ["default"]

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``gpuprov.cloud.instance state=absent``: the teardown machine (vm/teardown.py) run on
+the journal under the key ``instance:<cloud>:<vm name>``, so it is crash-safe and
+resumable like ``down``, and removes only what its journal may remove.
+
+* The key never meets a VM row (VM names are DNS labels, without ``:``). One key per
+  cloud and name: a run resumes what an interrupted one left (Requesting, AwaitingGone,
+  CleaningUp), and a run after a Leaked one clears the leaked locations too.
+* ``wait=false``: once deletion is requested and instances are still leaving, the run
+  ends in DeletionRequested, which is terminal for a run that does not wait and resumed
+  as AwaitingGone by one that does (so a later ``wait=true`` run waits and cleans up).
+* The machine acts only on instances carrying this journal's id or none (legacy);
+  another journal's are reported, never deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Next, Poll
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, Observed
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown import TeardownMachine
+
+DELETION_REQUESTED = "DeletionRequested"
+
+
+def journal_key(cloud: str, vm_name: str) -> str:
+    """The journal key of the instance teardowns of ``vm_name`` on ``cloud``."""
+    return "instance:%s:%s" % (cloud, vm_name)
+
+
+class InstanceTeardown(TeardownMachine):
+    """The teardown machine with ``wait=false`` support (see the module docstring)."""
+
+    KIND = "instance-teardown"
+
+    def __init__(self, ctx, wait: bool = True):
+        super().__init__(ctx)
+        self.wait = wait
+
+    def is_terminal(self, state: Dict[str, Any]) -> bool:
+        return super().is_terminal(state) or (not self.wait and state["kind"] == DELETION_REQUESTED)
+
+    def step(self, state: Dict[str, Any], cx):
+        if state["kind"] == DELETION_REQUESTED:
+            state = dict(state, kind="AwaitingGone")   # a run that waits resumes the wait
+        result = super().step(state, cx)
+        if not self.wait and state["kind"] == "AwaitingGone" and isinstance(result, Poll):
+            return Next(dict(state, kind=DELETION_REQUESTED), "%s; not waiting (wait=false)" % result.note)
+        return result
+
+
+def initial_for(vm_name: str, where: Location):
+    """The executor's ``initial``: this run's location, plus the locations (and ids) a
+    previous run left Leaked or only requested to delete, so none is forgotten."""
+    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Dict[str, Any]:
+        carried: List[Dict[str, Any]] = []
+        if previous and previous_kind == InstanceTeardown.KIND and previous["kind"] in ("Leaked", DELETION_REQUESTED):
+            carried = previous.get("targets") or []
+        return teardown.initial(vm_name, teardown.merge_targets([teardown.target(where.to_dict())], carried),
+                                "instance state=absent")
+    return initial
+
+
+def covers(state: Dict[str, Any], where: Location) -> bool:
+    """Whether the run that reached ``state`` acted on ``where`` (a resumed run may not have)."""
+    return any(str(Location.from_dict(t["location"])) == str(where) for t in state.get("targets") or [])
+
+
+class WatchedProvider:
+    """An adapter as the machine sees it, remembering per location what this run last
+    observed, which live instances it asked to delete, and where it cleaned up: the
+    task's result says what this run did, not what the journal had planned."""
+
+    def __init__(self, provider):
+        self._provider = provider
+        self.seen: Dict[str, List[Observed]] = {}
+        self.requested: Set[Tuple[str, str]] = set()   # (location, instance id)
+        self.cleaned: Set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        found = self._provider.observe(location, vm_name)
+        self.seen[str(location)] = list(found)
+        return found
+
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        self._provider.delete(location, vm_name, instance_ids)
+        last = {o.instance_id: o for o in self.seen.get(str(location), [])}
+        # Asking again for one already leaving (or gone) changes nothing.
+        self.requested.update((str(location), i) for i in instance_ids if i in last and not last[i].leaving)
+
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        self._provider.cleanup(location, vm_name)
+        self.cleaned.add(str(location))
+
+    def deleted_at(self, where: Location) -> List[str]:
+        return sorted(i for at, i in self.requested if at == str(where))

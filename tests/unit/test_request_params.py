@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args, request_params
@@ -17,8 +20,11 @@ VM = {"name": "rq1", "state": "present", "clouds": ["local"], "gpu": None, "gpu_
 
 
 def test_default_cloud_is_defined_once():
+    plugins = pathlib.Path(registry.__file__).resolve().parents[2]
+    defined = sorted(str(path.relative_to(plugins)) for path in plugins.rglob("*.py")
+                     if re.search(r"^DEFAULT_CLOUD\s*=", path.read_text(), re.M))
+    assert defined == ["module_utils/providers/registry.py"]
     assert provider_args.DEFAULT_CLOUD is registry.DEFAULT_CLOUD
-    assert provider_args.CLOUD_SPEC["cloud"]["default"] == registry.DEFAULT_CLOUD
     assert request_params.the_cloud({}) == request_params.search_clouds({})[0] == registry.DEFAULT_CLOUD
 
 

@@ -96,8 +96,8 @@ def test_a_spot_instance_reports_its_request_state(provider, ec2, moto_ec2, acco
     request_id = request["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
     instance_id = ec2.describe_spot_instance_requests(
         SpotInstanceRequestIds=[request_id])["SpotInstanceRequests"][0]["InstanceId"]
-    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": VM_NAME_TAG, "Value": "diag4"},
-                                                    {"Key": JOURNAL_ID_TAG, "Value": "journal-a"}])
+    ec2.create_tags(Resources=[instance_id],
+                    Tags=[{"Key": VM_NAME_TAG, "Value": "diag4"}, {"Key": JOURNAL_ID_TAG, "Value": "journal-a"}])
     report = provider.diagnose(LOC, "diag4")
     [entry] = report["instances"]
     assert entry["vendor"]["lifecycle"] == "spot"

@@ -123,10 +123,9 @@ def test_oom_kill_engine_error_and_log_tail_are_findings(monkeypatch):
 
 def test_unhealthy_and_unpublished_running_containers(monkeypatch):
     observed = [Observed("abc", Status.RUNNING, endpoint=None, location=LOC)]
-    api = _Api({"Name": "/gpuprov-m", "State": {"Status": "running", "StartedAt": "2025-01-01T00:00:00Z",
-                                                 "FinishedAt": "0001-01-01T00:00:00Z",
-                                                 "Health": {"Status": "unhealthy",
-                                                            "Log": [{"Output": "sshd: not answering\n"}]}}})
+    state = {"Status": "running", "StartedAt": "2025-01-01T00:00:00Z", "FinishedAt": "0001-01-01T00:00:00Z",
+             "Health": {"Status": "unhealthy", "Log": [{"Output": "sshd: not answering\n"}]}}
+    api = _Api({"Name": "/gpuprov-m", "State": state})
     report = _standin(monkeypatch, observed, api).diagnose(LOC, "m")
     assert report["instances"][0]["vendor"]["finished_at"] is None
     assert report["findings"] == ["abc: health check unhealthy: sshd: not answering",

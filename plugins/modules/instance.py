@@ -16,9 +16,16 @@ description:
     for the request (or the first one it plans), prepares it (side resources such as a security group or a
     firewall rule, made only when missing), observes the VM name there and creates an instance only when none is
     live. A second run reports no change.
-  - O(state=absent) deletes every instance carrying the VM name at the location, waits for them to be gone (see
-    O(wait)) and removes the side resources.
-  - Every resource carries the VM identity (tag or label C(gpuprov-vm-name), or the name C(gpuprov-<name>)).
+  - O(state=absent) runs the teardown machine of M(gpuprov.cloud.vm) at the location, on the journal, under the
+    key C(instance:<cloud>:<name>), which is never a VM's key. It journals the instances it finds before deleting
+    them, waits for them to be gone (see O(wait)) and removes the side resources. A run that was interrupted (Ctrl-C, a
+    killed job) is resumed by the next one, and a teardown that ended C(Leaked) is retried by the next one, at
+    its locations as well as the task's. While one runs, another task on the same name and cloud fails instead
+    of interleaving with it.
+  - Every resource carries the VM identity (tag or label C(gpuprov-vm-name), or the name C(gpuprov-<name>)) and
+    the id of the journal (tag or label C(gpuprov-journal-id)). O(state=present) never adopts, and O(state=absent)
+    never deletes, an instance that carries another journal's id (another controller's); absent reports it in a
+    warning and leaves it alone. Instances made before journal ids existed carry none and count as this journal's.
   - This module does not wait for a new instance to boot and never logs in; M(gpuprov.cloud.instance_info) tells
     when it is running, and M(gpuprov.cloud.vm) does the whole launch with failover, SSH check and journal.
 author:
@@ -32,8 +39,8 @@ attributes:
   check_mode:
     support: full
     details:
-      - Plans and observes only (no prepare, create, delete or cleanup, no SSH key generated) and predicts
-        C(changed) from whether a live instance of the VM name exists.
+      - Plans and observes only (no prepare, create, delete or cleanup, no SSH key generated, no journal created
+        or written) and predicts C(changed) from whether a live instance of the VM name exists.
   diff_mode:
     support: none
   platform:
@@ -75,6 +82,12 @@ options:
   ssh_user:
     description: Login user where the cloud does not dictate one (the image default otherwise).
     type: str
+  journal:
+    description:
+      - Path of the SQLite journal, the one M(gpuprov.cloud.vm) uses by default. Its id is the identity the
+        instances carry besides the VM name, and O(state=absent) runs its teardown on it. Defaults to
+        E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+    type: path
   allowed_cidrs:
     description:
       - Source addresses allowed to reach the instance. Empty means the cloud's own default (its
@@ -89,19 +102,23 @@ options:
     default: []
   wait:
     description:
-      - With O(state=absent), wait until the instances are gone, then remove the side resources. V(false) requests
-        the deletion and cleans up only if they are already gone (run again to clean up).
+      - With O(state=absent), wait until the instances are gone, then remove the side resources.
+      - V(false) requests the deletion and returns (RV(state=DeletionRequested)), cleaning up only if the instances
+        are already gone. A later run cleans up; with O(wait=true) it resumes the wait instead of deleting again.
     type: bool
     default: true
   wait_timeout:
-    description: Seconds O(wait) may take before the task fails.
+    description:
+      - Seconds the teardown may wait for the instances to be gone. When they are still there after it, the task
+        fails with RV(state=Leaked) and RV(leaked) naming them; the next O(state=absent) run retries.
     type: int
     default: 600
 notes:
   - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and
     O(state=absent) removes it.
-  - Instances made by this module are not written to the journal of M(gpuprov.cloud.vm); a VM name used with both
-    is one identity, so each sees (and may remove) the other's instances.
+  - Instances made by this module are not written to the VM records of M(gpuprov.cloud.vm) (its inventory and
+    status), only identified with its journal. A VM name used with both, on the same journal, is one identity, so
+    each sees (and may remove) the other's instances.
 seealso:
   - module: gpuprov.cloud.offers
   - module: gpuprov.cloud.instance_info
@@ -201,6 +218,23 @@ cleaned_up:
   description: Whether the side resources were removed.
   returned: O(state=absent)
   type: bool
+state:
+  description:
+    - Where the teardown ended. C(Done) (gone, side resources removed), C(DeletionRequested) (O(wait=false) and
+      the instances are still leaving) or C(Leaked) (still there after O(wait_timeout), or the cloud refused; the
+      task failed).
+  returned: O(state=absent), not in check mode
+  type: str
+  sample: Done
+journal:
+  description: Path of the journal the teardown ran on.
+  returned: O(state=absent), not in check mode
+  type: str
+leaked:
+  description: Locations (C(location)) and instance ids (C(instance_ids)) that may still exist, and bill.
+  returned: when the teardown ended C(Leaked)
+  type: list
+  elements: dict
 error:
   description: The classified error (C(kind), C(msg), C(block), C(primitive), C(location)) when the task failed on one.
   returned: failure
@@ -224,6 +258,7 @@ def main():
             ssh_public_key=dict(type="str", no_log=False),
             ssh_key=dict(type="path", no_log=False),
             ssh_user=dict(type="str"),
+            journal=dict(type="path"),
             allowed_cidrs=dict(type="list", elements="str", default=[]),
             open_ports=dict(type="list", elements="int", default=[]),
             wait=dict(type="bool", default=True),

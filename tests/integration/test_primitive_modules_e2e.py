@@ -276,8 +276,9 @@ def test_offers_and_instance_on_aws_and_gcp_fakes(moto_ec2, gcp_fake, ansible, t
     made, again = saved["first"]["results"]
     assert made["changed"] is True and again["changed"] is False
     assert made["instance"]["instance_id"] == again["instance"]["instance_id"] == "prim3"
-    assert made["prepared"]["firewall"] == "gpuprov-prim3" and made["offer"]["offer_id"] == (
-        "gcp:us-central1:n1-standard-4:us-central1-a")
+    # the firewall rule is named after the VM and the task's journal (the instance module tags with its id)
+    assert re.match(r"^gpuprov-prim3-j[0-9a-f]{8}$", made["prepared"]["firewall"])
+    assert made["offer"]["offer_id"] == "gcp:us-central1:n1-standard-4:us-central1-a"
     assert [i["instance_id"] for i in saved["info"]["instances"]] == ["prim3"]
     assert saved["info"]["instances"][0]["status"] == "Pending"   # the fake leaves it PROVISIONING
     assert len(gcp_fake.calls_of("instances.insert")) == 1   # the second run created nothing

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import stat
 
@@ -269,10 +270,13 @@ def test_default_paths_follow_the_environment(tmp_path, monkeypatch):
     assert default_journal_path() == str(tmp_path / "j" / "x.sqlite")
 
 
-def test_new_owner_is_unique_and_names_host_and_pid():
+def test_new_owner_is_unique_and_names_host_pid_and_start_time():
     a, b = new_owner(), new_owner()
     assert a != b
-    assert ":%d:" % os.getpid() in a
+    host, pid, started, tag = a.split(":")
+    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+    assert started.isdigit() or started == "-"
+    assert len(tag) == 8
 
 
 # -- machines: begin / transition / version guard ---------------------------------------
@@ -577,3 +581,130 @@ def test_vms_projection_persists_across_connections(jpath, clock):
 def test_upsert_vm_with_a_text_detail_reads_back(journal):
     journal.upsert_vm("gpu-1", status="leaked", detail="teardown failed: throttled")
     assert journal.vm("gpu-1")["detail"] == "teardown failed: throttled"
+
+
+# -- journal id --------------------------------------------------------------------------------
+
+def test_journal_id_is_made_once_and_shared_by_every_connection(jpath, clock, tmp_path):
+    first = Journal(jpath, clock=clock)
+    second = Journal(jpath, clock=clock)
+    try:
+        assert len(first.journal_id) == 32 and int(first.journal_id, 16) >= 0
+        assert second.journal_id == first.journal_id
+    finally:
+        second.close()
+        first.close()
+    again = Journal(jpath, clock=clock)
+    other = Journal(str(tmp_path / "other" / "journal.sqlite"), clock=clock)
+    try:
+        assert again.journal_id == first.journal_id
+        assert other.journal_id != first.journal_id
+    finally:
+        other.close()
+        again.close()
+
+
+# -- live holder ----------------------------------------------------------------------------------
+
+def test_live_holder_is_the_unexpired_live_owner(journal, clock):
+    assert journal.live_holder("vm1") is None
+    begin(journal, owner="holder-1", ttl=30.0)
+    assert journal.live_holder("vm1") == "holder-1"
+    clock.advance(29)
+    assert journal.live_holder("vm1") == "holder-1"
+    clock.advance(2)
+    assert journal.live_holder("vm1") is None          # expired on the journal's clock
+    journal.acquire("vm1", "holder-2", 30.0)
+    assert journal.live_holder("vm1") == "holder-2"
+    journal.release("vm1", "holder-2")
+    assert journal.live_holder("vm1") is None
+
+
+def test_live_holder_ignores_a_dead_owner_on_this_host(journal):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    dead = "%s:%d:1:deadbeef" % (socket.gethostname(), pid)
+    begin(journal, owner=dead, ttl=300.0)
+    assert journal.live_holder("vm1") is None
+    mine = new_owner()
+    journal.acquire("vm1", mine, 300.0)
+    assert journal.live_holder("vm1") == mine
+
+
+# -- cancel requests ---------------------------------------------------------------------------------
+
+def cancel_columns(path, key):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT cancel_owner, cancel_reason FROM machines WHERE key = ?", (key,)).fetchone()
+    finally:
+        db.close()
+
+
+def test_request_cancel_reaches_only_the_holder_it_names(journal, jpath):
+    begin(journal, owner="run-1")
+    assert journal.cancel_request("vm1", "run-1") is None
+    assert journal.request_cancel("vm1", "run-1", "down asked to stop") is True
+    assert journal.cancel_request("vm1", "run-1") == "down asked to stop"
+    assert journal.cancel_request("vm1", "run-2") is None
+    assert journal.cancel_request("other", "run-1") is None
+    assert cancel_columns(jpath, "vm1") == ("run-1", "down asked to stop")
+    # a transition does not consume it: the run sees it until it is cleared
+    journal.transition("vm1", "run-1", 1, {"kind": "B"}, "B", False, "A")
+    assert journal.cancel_request("vm1", "run-1") == "down asked to stop"
+    journal.clear_cancel("vm1")
+    assert journal.cancel_request("vm1", "run-1") is None
+    assert cancel_columns(jpath, "vm1") == (None, None)
+    journal.clear_cancel("missing")   # harmless
+
+
+def test_request_cancel_of_a_run_that_no_longer_holds_the_lease_is_refused(journal, jpath):
+    assert journal.request_cancel("missing", "run-1", "x") is False
+    begin(journal, owner="run-1")
+    assert journal.request_cancel("vm1", "run-0", "stale holder") is False
+    assert cancel_columns(jpath, "vm1") == (None, None)
+    journal.release("vm1", "run-1")
+    assert journal.request_cancel("vm1", "run-1", "finished already") is False
+    assert cancel_columns(jpath, "vm1") == (None, None)
+
+
+def test_request_cancel_without_a_reason_still_reads_as_a_request(journal):
+    begin(journal, owner="run-1")
+    assert journal.request_cancel("vm1", "run-1", "") is True
+    assert journal.cancel_request("vm1", "run-1")
+
+
+def test_a_fresh_run_starts_without_the_previous_cancel(journal, jpath, clock):
+    begin(journal, owner="run-1")
+    assert journal.request_cancel("vm1", "run-1", "stop")
+    journal.transition("vm1", "run-1", 1, {"kind": "Done"}, "Done", True, "A")
+    journal.release("vm1", "run-1")
+    begin(journal, owner="run-1", expected=2)     # even the same owner name starts clean
+    assert journal.cancel_request("vm1", "run-1") is None
+    assert cancel_columns(jpath, "vm1") == (None, None)
+
+
+# -- provider options ---------------------------------------------------------------------------------
+
+def test_set_options_is_fenced_by_the_lease_and_upserts_per_cloud(journal, jpath, clock):
+    assert journal.options("vm1") == {}
+    with pytest.raises(Conflict):
+        journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x"})   # no row, no lease
+    begin(journal, owner="run-1")
+    journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x", "network": "n1"})
+    journal.set_options("vm1", "run-1", "local", {"root": "/srv/vms"})
+    journal.set_options("vm1", "run-1", "docker", {"docker_host": "tcp://h:2376"})
+    assert journal.options("vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
+    with pytest.raises(Conflict) as info:
+        journal.set_options("vm1", "intruder", "docker", {"docker_host": "evil"})
+    assert "vm1" in str(info.value)
+    assert journal.options("vm1")["docker"] == {"docker_host": "tcp://h:2376"}
+    assert journal.options("vm2") == {}
+    journal.close()
+    again = Journal(jpath, clock=clock)
+    try:
+        assert again.options("vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
+    finally:
+        again.close()

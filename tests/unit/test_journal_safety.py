@@ -456,7 +456,7 @@ def open_together(path, count):
 
 def test_concurrent_first_opens_make_one_journal(tmp_path):
     path = tmp_path / "state" / "journal.sqlite"
-    ids = open_together(path, 12)
+    ids = open_together(path, 10)
     assert len(ids) == 1
     assert dict(raw(path, "SELECT name, value FROM meta")) == {"schema": "2", "journal_id": ids.pop()}
 
@@ -464,7 +464,7 @@ def test_concurrent_first_opens_make_one_journal(tmp_path):
 def test_concurrent_opens_migrate_a_schema_1_journal_once(tmp_path):
     path = tmp_path / "journal.sqlite"
     make_schema_1_journal(path)
-    ids = open_together(path, 8)
+    ids = open_together(path, 6)
     assert len(ids) == 1
     assert dict(raw(path, "SELECT name, value FROM meta")) == {"schema": "2", "journal_id": ids.pop()}
     assert raw(path, "SELECT key, version FROM machines") == [("old1", 4)]

@@ -200,12 +200,10 @@ def owner_alive(owner: str) -> bool:
     Owners on other hosts, and owners in no known format, are trusted until their lease
     expires. Accepts ``host:pid:starttime:uuid8`` and the older ``host:pid:uuid8``."""
     parts = owner.split(":")
-    if len(parts) == 4:
-        host, pid_text, started, _tag = parts
-    elif len(parts) == 3:
-        (host, pid_text, _tag), started = parts, None
-    else:
+    if len(parts) not in (3, 4):
         return True
+    host, pid_text = parts[0], parts[1]
+    started = parts[2] if len(parts) == 4 else None
     if host != socket.gethostname() or not pid_text.isdigit():
         return True
     pid = int(pid_text)
@@ -346,8 +344,10 @@ class Journal:
             self._forget()
             raise
         for suffix in ("-wal", "-shm"):
-            if os.path.exists(self.path + suffix):
+            try:
                 os.chmod(self.path + suffix, 0o600)
+            except OSError:
+                pass   # absent, or removed meanwhile by the last run closing it: nothing to protect
         return db
 
     def _make_parent(self) -> None:
@@ -537,8 +537,8 @@ class Journal:
         if found == 1:
             return "schema 1"
         raise JournalError("journal: %s: schema version %d does not go with application_id %d; the file is damaged "
-                           "or not a gpuprov journal; move it aside or %s" % (self.path, found, application_id,
-                                                                             _ELSEWHERE))
+                           "or not a gpuprov journal; move it aside or %s"
+                           % (self.path, found, application_id, _ELSEWHERE))
 
     def _check_writable(self) -> None:
         """Say which path is read-only before SQLite reports it as a locked or damaged database."""
@@ -590,8 +590,8 @@ class Journal:
         if "readonly" in text or "read-only" in text:
             return self._unwritable("SQLite: %s" % text, "make it and its directory writable")
         if "locked" in text or "busy" in text:
-            return JournalError("journal: %s stayed locked by another process for 30 s (%s); retry when the other "
-                                "run has finished" % (self.path, text))
+            return JournalError("journal: %s is locked by another process (%s); retry when the other run has "
+                                "finished" % (self.path, text))
         if "unable to open" in text:
             return JournalError("journal: cannot open %s (SQLite: %s); check that it and its directory are "
                                 "readable and writable, or %s" % (self.path, text, _ELSEWHERE))

@@ -80,11 +80,45 @@ def test_registry_builds_the_adapter(fake):
     assert isinstance(adapter, GcpProvider) and adapter.name == "gcp"
 
 
-@pytest.mark.parametrize("options", [{}, {"project": ""}, {"project": 7}])
-def test_project_is_required(options):
+@pytest.mark.parametrize("options", [{}, {"project": ""}, {"project": "  "}])
+def test_project_is_required(options, monkeypatch):
+    for name in ("GCP_PROJECT", "GCE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(ProviderError) as info:
         GcpProvider(options)
     assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("project:")
+    assert "GCP_PROJECT" in info.value.msg
+
+
+def test_an_option_of_a_wrong_type_names_the_field():
+    with pytest.raises(ProviderError) as info:
+        GcpProvider({"project": "p", "disk_size_gb": "big"})
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.msg.startswith("cloud_options.gcp.disk_size_gb:")
+
+
+@pytest.mark.parametrize("variable", ["GCP_PROJECT", "GCE_PROJECT"])
+def test_project_from_the_environment_awx_sets(fake, monkeypatch, variable):
+    for name in ("GCP_PROJECT", "GCE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, fake.project)
+    adapter = GcpProvider({"api_endpoint": fake.url, "read_retry_s": 0})
+    assert adapter.project == fake.project
+    assert adapter.plan(ResourceRequest(vm_name="t", gpu="L4"))
+
+
+@pytest.mark.parametrize("variable", ["GCP_SERVICE_ACCOUNT_FILE", "GCE_CREDENTIALS_FILE_PATH"])
+def test_credentials_file_from_the_environment_awx_sets(fake, monkeypatch, tmp_path, variable):
+    for name in ("GCP_SERVICE_ACCOUNT_FILE", "GCE_CREDENTIALS_FILE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    key = tmp_path / "sa.json"
+    monkeypatch.setenv(variable, str(key))
+    adapter = make(fake)
+    assert adapter.options["credentials_file"] == str(key)
+    assert adapter.secret_options == ("credentials_file",)
+    with pytest.raises(ProviderError) as info:   # the key it names is used (and is missing here)
+        adapter.plan(ResourceRequest(vm_name="x", gpu="L4"))
+    assert info.value.kind == ErrorKind.CREDENTIALS and "credentials_file" in info.value.msg
 
 
 def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
@@ -98,7 +132,8 @@ def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
 def test_bad_boot_script_via(fake):
     with pytest.raises(ProviderError) as info:
         make(fake, boot_script_via="floppy")
-    assert info.value.msg.startswith("boot_script_via:")
+    assert info.value.msg.startswith("cloud_options.gcp.boot_script_via:")
+    assert "cloud-init, startup-script" in info.value.msg
 
 
 def test_unreadable_credentials_file_is_credentials(fake, tmp_path):
@@ -378,7 +413,8 @@ def test_create_cpu_spot_terminates_on_maintenance(fake, provider):
 def test_numeric_options_are_checked(fake, field, value):
     with pytest.raises(ProviderError) as info:
         make(fake, **{field: value})
-    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith(field + ":")
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.msg.startswith("cloud_options.gcp.%s:" % field)
 
 
 def test_create_cpu_keeps_live_migration(fake, provider):

@@ -1,8 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cloud name -> adapter class. Adapters are imported only when asked for, so a
-missing SDK for one cloud never breaks another."""
+"""Cloud name -> adapter class and its declared options. Adapters are imported only
+when asked for, so a missing SDK for one cloud never breaks another; their option
+declarations (providers/cloud_options/<cloud>.py) are plain data, imported here.
+
+Adding a cloud: its package under providers/, its options module under
+providers/cloud_options/, and one line in each table below."""
 
 from __future__ import annotations
 
@@ -12,6 +16,10 @@ from typing import Any, Dict, Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, Provider, ProviderError,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options import (
+    aws as aws_options, docker as docker_options, gcp as gcp_options, local as local_options,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import argument_spec
 
 _PREFIX = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
 
@@ -21,6 +29,14 @@ ADAPTERS = {
     "docker": ("docker", "DockerProvider"),
     "aws": ("aws", "AwsProvider"),
     "gcp": ("gcp", "GcpProvider"),
+}
+
+# cloud name -> its option declaration (``cloud_options.<cloud>``)
+OPTION_SPECS = {
+    "local": local_options.OPTIONS,
+    "docker": docker_options.OPTIONS,
+    "aws": aws_options.OPTIONS,
+    "gcp": gcp_options.OPTIONS,
 }
 
 DEFAULT_CLOUD = "local"
@@ -35,9 +51,19 @@ def known_clouds():
     return sorted(ADAPTERS)
 
 
+def cloud_options_argument_spec() -> Dict[str, Any]:
+    """The argument spec of ``cloud_options``: one dict per cloud, whose suboptions are that
+    cloud's declared options (Ansible then hides exactly the credentials, its ``no_log`` ones)."""
+    return {cloud: dict(type="dict", options=argument_spec(OPTION_SPECS[cloud])) for cloud in sorted(OPTION_SPECS)}
+
+
 def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None,
                  journal_id: Optional[str] = None) -> Provider:
-    """Instantiate the adapter for ``cloud`` or raise InvalidRequest naming the field."""
+    """Instantiate the adapter for ``cloud`` or raise InvalidRequest naming the field.
+
+    The adapter checks and types ``options`` against its declaration as it is built: an
+    unknown option, a wrong type or choice is an InvalidRequest naming
+    ``cloud_options.<cloud>`` and the field."""
     if cloud not in ADAPTERS:
         raise ProviderError(
             ErrorKind.INVALID_REQUEST,

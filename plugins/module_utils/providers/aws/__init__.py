@@ -32,39 +32,16 @@ Groups made before journal ids are named ``gpuprov-<name>`` and carry no journal
 tag; cleanup removes them with the journal's own. Another journal's instances and
 groups are never waited for nor removed.
 
-Options (``self.options``; all optional):
-
-``regions``            default region list for requests that name none
-                       (default catalog.DEFAULT_REGIONS: us-east-1, us-east-2,
-                       us-west-2, eu-west-1, eu-central-1).
-``endpoint_url``       API endpoint for every client (moto in tests); the
-                       environment's AWS_ENDPOINT_URL is honoured too.
-``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``profile``
-                       credentials; else boto3's standard chain (env, files, SSO, IMDS).
-``ami_id``             image to use, a string or a {region: ami} mapping.
-``ami_ssm_parameter``  SSM parameter holding the image id ('' skips SSM); default
-                       the Deep Learning Base OSS Nvidia Driver (Ubuntu 22.04)
-                       parameter for GPU types, Canonical's Ubuntu 22.04 for CPU.
-``ami_name_filter``, ``ami_owners``
-                       DescribeImages fallback when the parameter cannot be read.
-``ssh_user``           login user (default "ubuntu", the default images' user).
-``allowed_cidrs``      CIDRs allowed in (InstanceSpec.allowed_cidrs wins). When
-                       neither is set, the controller's own address /32 as reported
-                       by ``controller_ip_url`` (default https://checkip.amazonaws.com;
-                       '' disables the lookup and then allowed_cidrs is required).
-                       0.0.0.0/0 is only ever used when given explicitly.
-``k3s_direct``         also open 6443/80/443 and report k3s access Direct (default
-                       false: the API is reached through an SSH tunnel).
-``boot_timeout_s``, ``poll_interval_s``  capabilities (default 900 / 10).
+Options: ``cloud_options.aws``, declared in providers/cloud_options/aws.py. Credentials:
+``profile`` when set, else the key options, else boto3's chain (shared files, SSO,
+container and instance metadata).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import ipaddress
 import json
-import os
 import re
 import urllib.error
 from typing import Any, Dict, List, Optional
@@ -73,7 +50,7 @@ from ansible.module_utils.urls import ConnectionError as UrlConnectionError, ope
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Offer, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
@@ -82,6 +59,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors
     GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import render_user_data
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.aws import (
+    DEFAULT_CONTROLLER_IP_URL, OPTIONS,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
+    cidr_list, classified, require_sdk, tcp_ports,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 
 try:
@@ -103,28 +87,14 @@ _STATUS = {"pending": Status.PENDING, "running": Status.RUNNING, "stopping": Sta
 _FAILED_REASON_CODES = ("Client.VolumeLimitExceeded", "Client.InternalError",
                         "Client.InvalidSnapshot.NotFound", "Client.InvalidKMSKey.InvalidState")
 K3S_DIRECT_PORTS = (6443, 80, 443)
-DEFAULT_CONTROLLER_IP_URL = "https://checkip.amazonaws.com"
 _MISSING_PARAMETER_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "AccessDeniedException")
 # EC2 accepts any tag value up to 256 characters; the set other AWS services accept
 # (letters, digits, spaces and _ . : / = + - @) keeps a journal id portable.
 _TAG_VALUE_RE = re.compile(r"^[\w .:/=+\-@]{0,256}$")
 
 
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
-
-
-def _classified(method):
-    """Turn every SDK exception a primitive lets out into a classified ProviderError."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except ProviderError:
-            raise
-        except (BotoCoreError, ClientError) as exc:
-            raise classify_error(exc) from exc
-    return wrapper
+# Every SDK exception a primitive lets out leaves it classified.
+_classified = classified(classify_error, (BotoCoreError, ClientError))
 
 
 def journal_suffix(journal_id: Optional[str]) -> str:
@@ -144,15 +114,13 @@ def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instanc
     return "gpuprov-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:48]
 
 
-class AwsProvider(Provider):
+class AwsProvider(TypedOptionsProvider):
     name = "aws"
-    secret_options = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+    option_spec = OPTIONS
 
     def __init__(self, options=None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        if not HAS_BOTO3:
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "clouds: the aws adapter requires boto3; pip install -r requirements.txt")
+        require_sdk(self.name, HAS_BOTO3, "boto3")
         self._session = None
         self._clients: Dict[Any, Any] = {}
         self._controller_cidrs: List[str] = []
@@ -162,8 +130,7 @@ class AwsProvider(Provider):
         return Capabilities(
             kubernetes=True, boot_script=True, spot=True,
             k3s_access=K3sAccess.DIRECT if self._k3s_direct else K3sAccess.SSH_TUNNEL,
-            boot_timeout_s=float(self.options.get("boot_timeout_s", 900)),
-            poll_interval_s=float(self.options.get("poll_interval_s", 10)),
+            boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
         )
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
@@ -298,7 +265,7 @@ class AwsProvider(Provider):
 
     @property
     def _k3s_direct(self) -> bool:
-        return _truthy(self.options.get("k3s_direct"))
+        return bool(self.options["k3s_direct"])
 
     def _client(self, service: str, region: str, fail_fast: bool = False):
         """One client per (service, region, mode). Reads keep the SDK's retries;
@@ -306,15 +273,18 @@ class AwsProvider(Provider):
         key = (service, region, fail_fast)
         if key not in self._clients:
             if self._session is None:
-                creds = {k: self.options[k] for k in ("aws_access_key_id", "aws_secret_access_key",
-                                                      "aws_session_token") if self.options.get(k)}
-                if self.options.get("profile"):
-                    creds["profile_name"] = self.options["profile"]
+                # A profile names a whole credential set: it wins over loose keys (which may
+                # come from the environment), as the AWS CLI's --profile does.
+                if self.options["profile"]:
+                    creds = {"profile_name": self.options["profile"]}
+                else:
+                    creds = {k: self.options[k] for k in ("aws_access_key_id", "aws_secret_access_key",
+                                                          "aws_session_token") if self.options[k]}
                 self._session = boto3.session.Session(**creds)
             retries = {"mode": "standard", "total_max_attempts": 1} if fail_fast else {"mode": "standard"}
             config = Config(retries=retries, connect_timeout=10, read_timeout=60,
                             user_agent_extra="gpuprov.cloud")
-            endpoint = self.options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or None
+            endpoint = self.options["endpoint_url"] or None
             self._clients[key] = self._session.client(service, region_name=region, endpoint_url=endpoint,
                                                       config=config)
         return self._clients[key]
@@ -344,27 +314,10 @@ class AwsProvider(Provider):
                         location=Location(self.name, region, zone), journal_id=tags.get(JOURNAL_ID_TAG) or None)
 
     def _ports(self, spec: InstanceSpec) -> List[int]:
-        ports = set(spec.open_ports or []) | {22}
-        if self._k3s_direct:
-            ports |= set(K3S_DIRECT_PORTS)
-        for port in ports:
-            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-                raise ProviderError(ErrorKind.INVALID_REQUEST, "open_ports: %r is not a TCP port" % (port,))
-        return sorted(ports)
+        return tcp_ports(spec.open_ports, K3S_DIRECT_PORTS if self._k3s_direct else ())
 
     def _allowed_cidrs(self, spec: InstanceSpec) -> List[str]:
-        raw = spec.allowed_cidrs or self.options.get("allowed_cidrs") or []
-        if isinstance(raw, str):
-            raw = [c.strip() for c in raw.split(",") if c.strip()]
-        if not raw:
-            raw = self._controller_cidr()
-        cidrs = set()
-        for cidr in raw:
-            try:
-                cidrs.add(str(ipaddress.ip_network(str(cidr).strip(), strict=False)))
-            except ValueError:
-                raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,))
-        return sorted(cidrs)
+        return cidr_list(spec.allowed_cidrs or self.options["allowed_cidrs"] or self._controller_cidr())
 
     def _controller_cidr(self) -> List[str]:
         """This controller's public address /32 (/128), asked of controller_ip_url once."""

@@ -36,35 +36,27 @@ Docker picks a free host port for each container (``ssh_port`` fixes one).
 Each container gets its own SSH host keys: none are baked into the image; the
 entrypoint runs ``ssh-keygen -A`` at container start.
 
-Options: ``base_image``, ``image`` (sshd image tag; default derived from the
-Dockerfile and the base image id), ``docker_host`` (else ``DOCKER_HOST`` or the
-default socket), ``privileged`` (k3s needs it; default false),
-``privileged_cap_drop`` (with ``privileged``: capabilities the engine's host lacks, e.g.
-``[SYS_RESOURCE]`` on a nested or sandboxed engine where ``--privileged`` fails with
-"unable to apply caps"; the container then gets every other capability and no
-seccomp/AppArmor confinement instead of ``--privileged``),
-``publish_host`` (default 127.0.0.1), ``ssh_host`` (host in the endpoint; default
-``publish_host``, or 127.0.0.1 when publishing on all addresses), ``ssh_port``
-(fixed host port; default: Docker picks), ``init`` (docker run --init, default
-true), ``timeout`` (API seconds, default 60),
-``build_timeout`` (default 600), ``python_interpreter`` (the Python Ansible uses in the
-container; default ``/usr/bin/python3``, which the default base image has).
+Options: ``cloud_options.docker``, declared in providers/cloud_options/docker.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import tarfile
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location,
-    Observed, Offer, Provider, ProviderError, ResourceRequest, SshEndpoint, Status,
+    Observed, Offer, ProviderError, ResourceRequest, SshEndpoint, Status,
     validate_vm_name,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.docker import (
+    DEFAULT_BASE_IMAGE, OPTIONS,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import require_sdk
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 
 try:
     import docker
@@ -80,13 +72,11 @@ except ImportError:  # ansible-test sanity imports module_utils without third-pa
 CLOUD = "docker"
 REGION = "local"
 INSTANCE_TYPE = "container"
-DEFAULT_BASE_IMAGE = "gpuprov/debian-base:bookworm"
 IMAGE_REPOSITORY = "gpuprov/sshd"
 CONTAINER_PREFIX = "gpuprov-"
 MANAGED_LABEL = "gpuprov-managed-by"
 SSH_USER_LABEL = "gpuprov-ssh-user"
 FILES_DIR = "/var/lib/gpuprov"
-DEFAULT_PYTHON = "/usr/bin/python3"   # scripts/build-base-image.sh installs python3
 CREATED_NOT_STARTED = "container created but never started (create was interrupted)"
 
 DOCKERFILE = """\
@@ -236,37 +226,33 @@ def _last_lines(text: str, count: int = 20) -> str:
     return "\n".join(lines[-count:])
 
 
-class DockerProvider(Provider):
+class DockerProvider(TypedOptionsProvider):
     """The Docker test cloud (see the module docstring)."""
 
     name = CLOUD
+    option_spec = OPTIONS
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        if not HAS_DOCKER:
-            raise ProviderError(
-                ErrorKind.INVALID_REQUEST,
-                "the docker cloud requires the docker SDK for Python; "
-                "pip install -r requirements.txt (or pip install docker)",
-            )
+        require_sdk(self.name, HAS_DOCKER, "the docker SDK for Python (pip install docker)")
         opts = self.options
-        self.base_image = opts.get("base_image") or DEFAULT_BASE_IMAGE
-        self.image = opts.get("image") or None
-        self.docker_host = opts.get("docker_host") or os.environ.get("DOCKER_HOST") or None
-        self.privileged = bool(opts.get("privileged", False))
-        self.privileged_cap_drop = [str(c).upper() for c in (opts.get("privileged_cap_drop") or [])]
-        self.publish_host = opts.get("publish_host") or "127.0.0.1"
-        self.ssh_host = opts.get("ssh_host") or (
+        self.base_image = opts["base_image"] or DEFAULT_BASE_IMAGE
+        self.image = opts["image"] or None
+        self.docker_host = opts["docker_host"] or None
+        self.privileged = opts["privileged"]
+        self.privileged_cap_drop = [c.upper() for c in opts["privileged_cap_drop"] or []]
+        self.publish_host = opts["publish_host"]
+        self.ssh_host = opts["ssh_host"] or (
             "127.0.0.1" if self.publish_host in ("0.0.0.0", "::") else self.publish_host)
-        self.ssh_port = int(opts["ssh_port"]) if opts.get("ssh_port") else None
-        self.timeout = float(opts.get("timeout", 60))
-        self.build_timeout = float(opts.get("build_timeout", 600))
+        self.ssh_port = opts["ssh_port"] or None
+        self.timeout = opts["timeout"]
+        self.build_timeout = opts["build_timeout"]
         # docker run --init: a tiny init (docker-init, shipped with the engine) as PID 1
         # reaps the boot script's orphans; sshd alone does not.
-        self.init = bool(opts.get("init", True))
+        self.init = opts["init"]
         # The default base image installs python3 there; Ansible's interpreter discovery
         # does not know a debootstrapped Debian and would warn.
-        self.python_interpreter = opts.get("python_interpreter") or DEFAULT_PYTHON
+        self.python_interpreter = opts["python_interpreter"]
         self._docker = None
 
     # --- plumbing -----------------------------------------------------------------

@@ -3,48 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GCP Compute Engine adapter (google-cloud-compute, REST transport).
 
-Options (``self.options``):
-
-``project`` (required)
-    The GCP project id.
-``credentials_file``
-    A service-account JSON key. Without it Application Default Credentials are
-    used; when ``api_endpoint`` is set and no key is given, anonymous credentials
-    (for fakes and emulators).
-``api_endpoint``
-    Base URL of the Compute API (default https://compute.googleapis.com); an
-    ``http://127.0.0.1:port`` URL points the SDK at a fake.
-``regions`` / ``zones``
-    Where to search when the request names no regions. Default regions:
-    gcp_catalog.DEFAULT_REGIONS; ``zones`` restricts the search to those zones.
-``image_project`` / ``image_family``
-    Boot image family. Default for GPU offers: Ubuntu 22.04 with the NVIDIA
-    driver preinstalled (ubuntu-os-accelerator-images /
-    ubuntu-accelerator-2204-amd64-with-nvidia-550); for CPU offers:
-    ubuntu-os-cloud / ubuntu-2204-lts. Both run cloud-init.
-``allowed_cidrs``
-    Source ranges of the per-VM firewall rule when the spec names none. Never
-    defaults to 0.0.0.0/0: with no CIDR at all, prepare raises InvalidRequest.
-``k3s_direct`` (default true)
-    Open 6443/80/443 (to the allowed CIDRs only) and report k3s access Direct;
-    false keeps only SSH open and reports SshTunnel.
-``ssh_user`` (default ``gpuprov``)
-    The login user; the key goes into the ``ssh-keys`` metadata as ``user:key``.
-``network`` (default ``default``), ``disk_size_gb`` (default 100)
-``boot_script_via`` (default ``cloud-init``)
-    ``cloud-init``: the boot script becomes the ``user-data`` metadata (cloud-init
-    runs a ``#!`` user-data once per instance); ``startup-script``: the
-    ``startup-script`` metadata (run by the guest agent on every boot, for images
-    without cloud-init; the k3s installer is idempotent).
-``operation_timeout_s`` (default 120)
-    Bound of the single zoneOperations.wait call made by create.
-``request_timeout_s`` (default 60)
-    Timeout of every other API request.
-``read_retry_s`` (default 20)
-    Total time the SDK may spend retrying a read (get/list) that got 503/504;
-    0 turns SDK retries off. The SDK's own default (600 s) would hide a long
-    wait from the core, which owns retries, budgets and cancellation. Writes are
-    never retried by the SDK.
+Options: ``cloud_options.gcp``, declared in providers/cloud_options/gcp.py. The
+project and the service-account key also come from the environment AWX's GCE
+credential sets (GCP_PROJECT / GCE_PROJECT, GCP_SERVICE_ACCOUNT_FILE /
+GCE_CREDENTIALS_FILE_PATH). Without a key file: Application Default Credentials, or
+anonymous credentials when ``api_endpoint`` points at a fake. ``read_retry_s`` bounds
+the SDK's own retries of reads that got 503/504: its default (600 s) would hide a long
+wait from the core, which owns retries, budgets and cancellation.
 
 Identity: instances and their boot disks carry the labels ``gpuprov-vm-name`` and,
 when the adapter works for a journal, ``gpuprov-journal-id`` (GCP label values are
@@ -64,13 +29,15 @@ accelerator type and whether the GPUs are attached (N1) or built in.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Provider, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.errors import (
@@ -107,14 +74,6 @@ _CLIENTS = {
 }
 
 
-def _truthy(value: Any, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def _http_status(exc: BaseException) -> Optional[int]:
     code = getattr(exc, "code", None)
     return code if isinstance(code, int) and "GoogleAPICallError" in {
@@ -129,31 +88,25 @@ def _metadata_user(instance) -> Optional[str]:
     return None
 
 
-class GcpProvider(Provider):
+class GcpProvider(TypedOptionsProvider):
     name = "gcp"
-    secret_options = ("credentials_file",)
+    option_spec = OPTIONS
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        if not HAS_GCP:
+        require_sdk(self.name, HAS_GCP, "google-cloud-compute", GCP_IMPORT_ERROR)
+        project = self.options["project"]
+        if not project or not project.strip():
             raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "clouds: the gcp adapter requires google-cloud-compute; pip install -r "
-                                "requirements.txt (%s)" % (GCP_IMPORT_ERROR,))
-        project = self.options.get("project")
-        if not isinstance(project, str) or not project.strip():
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "project: the gcp cloud needs the GCP project id (option 'project')")
+                                "project: the gcp cloud needs the GCP project id (cloud_options.gcp.project, "
+                                "or GCP_PROJECT / GCE_PROJECT in the environment)")
         self.project = project.strip()
-        self.k3s_direct = _truthy(self.options.get("k3s_direct"), True)
-        self.network = self.options.get("network") or "default"
-        self.op_timeout = self._number("operation_timeout_s", 120)
-        self.timeout = self._number("request_timeout_s", 60)
-        via = self.options.get("boot_script_via") or "cloud-init"
-        if via not in ("cloud-init", "startup-script"):
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "boot_script_via: expected cloud-init or startup-script, got %r" % (via,))
-        self.boot_via = via
-        read_retry_s = self._number("read_retry_s", 20)
+        self.k3s_direct = self.options["k3s_direct"]
+        self.network = self.options["network"] or "default"
+        self.op_timeout = self.options["operation_timeout_s"]
+        self.timeout = self.options["request_timeout_s"]
+        self.boot_via = self.options["boot_script_via"]
+        read_retry_s = self.options["read_retry_s"]
         self.read_retry = gretry.Retry(
             initial=0.2, maximum=5.0, multiplier=2.0, timeout=read_retry_s,
             predicate=gretry.if_exception_type(gexc.ServiceUnavailable, gexc.DeadlineExceeded),
@@ -162,16 +115,6 @@ class GcpProvider(Provider):
         self._clients: Dict[str, Any] = {}
 
     # -- plumbing -------------------------------------------------------------------
-
-    def _number(self, field: str, default: float) -> float:
-        value = self.options.get(field)
-        try:
-            number = float(default if value is None or value == "" else value)
-        except (TypeError, ValueError):
-            number = -1.0
-        if number < 0:
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: expected a number >= 0, got %r" % (field, value))
-        return number
 
     def _creds(self):
         if self._credentials is None:
@@ -248,23 +191,13 @@ class GcpProvider(Provider):
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=True, boot_script=True, spot=True,
                             k3s_access=K3sAccess.DIRECT if self.k3s_direct else K3sAccess.SSH_TUNNEL,
-                            boot_timeout_s=float(self.options.get("boot_timeout_s") or 900),
-                            poll_interval_s=float(self.options.get("poll_interval_s") or 10))
-
-    def _string_list(self, field: str, value: Any) -> List[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",")]
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: expected a list of names, got %r" % (field, value))
-        return [v for v in value if v]
+                            boot_timeout_s=self.options["boot_timeout_s"],
+                            poll_interval_s=self.options["poll_interval_s"])
 
     def _zone_filter(self, request: ResourceRequest):
         """(ordered regions or None, ordered zones or None) limiting the search."""
-        zones = self._string_list("zones", self.options.get("zones"))
-        regions = self._string_list("regions", request.regions) or \
-            self._string_list("regions", self.options.get("regions"))
+        zones = [z for z in self.options["zones"] or [] if z]
+        regions = [r for r in request.regions or self.options["regions"] or [] if r]
         if not regions and not zones:
             regions = list(catalog.DEFAULT_REGIONS)
         return regions or None, zones or None
@@ -320,18 +253,12 @@ class GcpProvider(Provider):
         return offers
 
     def _cidrs(self, spec: InstanceSpec) -> List[str]:
-        raw = list(spec.allowed_cidrs or []) or self._string_list("allowed_cidrs", self.options.get("allowed_cidrs"))
+        raw = list(spec.allowed_cidrs or []) or self.options["allowed_cidrs"]
         if not raw:
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "allowed_cidrs: name the addresses allowed to reach the VM (e.g. the "
                                 "controller's public /32); gcp never opens 0.0.0.0/0 by default")
-        out = []
-        for cidr in raw:
-            try:
-                out.append(str(ipaddress.ip_network(str(cidr).strip(), strict=False)))
-            except ValueError:
-                raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,))
-        return sorted(set(out))
+        return cidr_list(raw)
 
     def _ssh_user(self, spec: InstanceSpec) -> str:
         return spec.ssh_user or self.options.get("ssh_user") or "gpuprov"
@@ -350,10 +277,7 @@ class GcpProvider(Provider):
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
         cidrs = self._cidrs(spec)
-        ports = set(int(p) for p in (spec.open_ports or [])) | {22}
-        if self.k3s_direct:
-            ports |= set(K3S_DIRECT_PORTS)
-        ports = sorted(ports)
+        ports = tcp_ports(spec.open_ports, K3S_DIRECT_PORTS if self.k3s_direct else ())
         labels = self._labels(vm)
         rule = catalog.firewall_name(vm, self.journal_id)
         desired = compute_v1.Firewall(
@@ -407,7 +331,7 @@ class GcpProvider(Provider):
         disk = compute_v1.AttachedDisk(
             boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=prepared["image"], labels=labels,
-                disk_size_gb=int(self._number("disk_size_gb", 100)),
+                disk_size_gb=self.options["disk_size_gb"],
                 disk_type="zones/%s/diskTypes/%s" % (zone, detail.get("disk_type") or "pd-balanced")))
         nic = compute_v1.NetworkInterface(
             network="global/networks/%s" % prepared.get("network", self.network),

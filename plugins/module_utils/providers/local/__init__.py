@@ -34,9 +34,11 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError,
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, ProviderError,
     ResourceRequest, SshEndpoint, Status,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.local import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 
 REGION = "local"
 INSTANCE_TYPE = "sshd"
@@ -110,8 +112,9 @@ def _sshd_processes() -> List[Tuple[int, str]]:
     return found
 
 
-class LocalProvider(Provider):
+class LocalProvider(TypedOptionsProvider):
     name = "local"
+    option_spec = OPTIONS
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)

@@ -400,8 +400,9 @@ class Provider(abc.ABC):
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """The vendor's own view of the VM, read-only, for ``gpuprov.cloud.health``:
-        ``{"instances": [Observed as dicts], "findings": [short strings]}``. The default
-        derives it from ``observe``; adapters add vendor-native findings (a state reason,
-        a console message, a quota note)."""
+        ``{"instances": [Observed as dicts, each with a ``vendor`` dict of the cloud's own
+        fields], "findings": [short strings]}``. The default derives it from ``observe``;
+        adapters add vendor-native findings (a state reason, a console message, a quota
+        note). The same rules as ``observe``: bounded reads, no waiting, classified errors."""
         found = self.observe(location, vm_name)
         return {"instances": [o.to_dict() for o in found], "findings": []}

@@ -221,9 +221,11 @@ class SshChecker:
                 transport.get_security_options().key_types = [known[0]]
             try:
                 transport.start_client(timeout=self.timeout)
+                # A handshake that timed out returns without raising; asking for the key then
+                # raises "No existing session": the server is not ready either way.
+                server_key = transport.get_remote_server_key()
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 raise SshNotReady("handshake: %s" % exc)
-            server_key = transport.get_remote_server_key()
             self.files.pin(alias, server_key.get_name(), server_key.get_base64())
             try:
                 transport.auth_publickey(endpoint.user, self._key())

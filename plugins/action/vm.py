@@ -12,6 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import reconcile_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
 
 display = Display()
@@ -27,6 +28,7 @@ class ActionModule(ActionBase):
         del tmp
         validation, params = self.validate_argument_spec(argument_spec=VM_ARGUMENT_SPEC)
         del validation
+        reconcile_clouds(params)
         try:
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
         except ImportError as exc:

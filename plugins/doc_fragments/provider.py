@@ -6,45 +6,30 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """Cloud and credential options of the modules that call provider primitives.
+    """Cloud choice, request and credentials of the modules that call provider primitives.
 
-    The argument spec that matches these lives in module_utils/provider_args.py.
-    Use C(gpuprov.cloud.provider) (adapter options and credentials) together with
-    one of the variants: C(gpuprov.cloud.provider.modules) (one O(cloud)),
-    C(gpuprov.cloud.provider.search) (O(clouds), a search order), and
-    C(gpuprov.cloud.provider.request) (what is asked for).
+    The argument specs that match these live in module_utils/provider_args.py. Use
+    C(gpuprov.cloud.provider) (credentials, requirements) with C(gpuprov.cloud.cloud_options)
+    (each cloud's options, generated), one of C(gpuprov.cloud.provider.modules) (one cloud)
+    and C(gpuprov.cloud.provider.search) (a search order), and C(gpuprov.cloud.provider.request).
     """
 
-    # Adapter options and the credential chains, shared by every variant.
+    # Where credentials come from, and what the modules need; shared by every variant.
     DOCUMENTATION = r"""
-options:
-  cloud_options:
-    description:
-      - Per-cloud adapter options, keyed by cloud name, the same dict that M(gpuprov.cloud.vm) takes (play variable
-        C(gpuprov_cloud_options) in the collection's playbooks). Never logged.
-      - V(aws) takes C(aws_access_key_id), C(aws_secret_access_key), C(aws_session_token), C(profile),
-        C(endpoint_url), C(regions), C(ami_id), C(allowed_cidrs), C(ssh_user), C(k3s_direct).
-      - V(gcp) takes C(project) (required), C(credentials_file), C(api_endpoint), C(regions), C(zones),
-        C(image_project), C(image_family), C(allowed_cidrs), C(ssh_user), C(k3s_direct).
-      - V(docker) takes C(docker_host), C(base_image), C(publish_host), C(privileged).
-      - V(local) takes C(root) (default C(<state dir>/local)) and C(sshd).
-      - Keys name clouds; a key that is not a known cloud is an error.
-    type: dict
-    default: {}
+options: {}
 notes:
-  - Credentials come from O(cloud_options) when given there, else from each cloud's standard chain. V(aws) uses
-    boto3's chain; E(AWS_ACCESS_KEY_ID), E(AWS_SECRET_ACCESS_KEY) and E(AWS_SESSION_TOKEN), E(AWS_PROFILE), the
-    shared files C(~/.aws/credentials) and C(~/.aws/config) (SSO included), then container and instance metadata;
-    E(AWS_ENDPOINT_URL) is honoured when C(endpoint_url) is not set.
-    V(gcp) uses C(credentials_file) (a service-account JSON key), else Application Default Credentials;
-    E(GOOGLE_APPLICATION_CREDENTIALS), C(gcloud auth application-default login), then the metadata server.
-    V(docker) uses C(docker_host), else E(DOCKER_HOST), else the default socket. V(local) needs none.
+  - Credentials come from O(cloud_options) when given there, else from the environment variables each option names,
+    else from each cloud's standard chain. V(aws) uses boto3's chain (the shared files C(~/.aws/credentials) and
+    C(~/.aws/config), SSO, then container and instance metadata). V(gcp) uses Application Default Credentials
+    (E(GOOGLE_APPLICATION_CREDENTIALS), C(gcloud auth application-default login), then the metadata server).
+    V(docker) uses the default socket. V(local) needs none.
   - The state directory (for the V(local) cloud's instances and the collection's SSH key) is E(GPUPROV_HOME),
     else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - "A classified cloud error fails the task with C(msg) set to C(<kind>: <message>), the kind being one of
     C(Transient), C(Capacity), C(Quota), C(Unavailable), C(Failed), C(InvalidRequest) or C(Credentials)."
-  - "Run these modules on the controller (C(hosts: localhost) or C(delegate_to: localhost)); the cloud SDKs must
-    be installed for the Python that runs them (C(pip install -r requirements.txt) from the collection)."
+  - "The modules that call a cloud run on the controller (M(gpuprov.cloud.vm) always does; run the others with
+    C(hosts: localhost) or C(delegate_to: localhost)); the cloud SDKs must be installed for the Python that runs
+    them (C(pip install -r requirements.txt) from the collection)."
 requirements:
   - python >= 3.11
   - boto3 (for V(aws))
@@ -59,20 +44,32 @@ options:
   cloud:
     description:
       - The cloud whose primitives to call, for example V(aws), V(gcp), V(docker) or V(local).
+      - Unset means the first of O(clouds), else V(local).
       - The V(local) cloud runs each instance as an C(sshd) on a loopback port and needs no credentials.
     type: str
-    default: local
+  clouds:
+    description:
+      - A search order, shared with M(gpuprov.cloud.vm) and M(gpuprov.cloud.offers) (for example through the
+        C(group/gpuprov.cloud.gpuprov) module_defaults group). Here only its first cloud counts, and only when
+        O(cloud) is unset.
+    type: list
+    elements: str
 """
 
-    # A search order (offers).
+    # A search order (vm, offers).
     SEARCH = r"""
 options:
   clouds:
     description:
-      - Clouds to plan on, in order of preference, as in M(gpuprov.cloud.vm).
+      - Clouds to search, in order of preference. The V(local) cloud runs each VM as an C(sshd) on a loopback port.
+      - Unset means the one cloud of O(cloud), else V(local).
     type: list
     elements: str
-    default: [local]
+  cloud:
+    description:
+      - One cloud to search, when O(clouds) is unset. It is the option M(gpuprov.cloud.instance) and
+        M(gpuprov.cloud.instance_info) take, so that one module_defaults group entry serves every module.
+    type: str
 """
 
     # What is asked for (every variant).

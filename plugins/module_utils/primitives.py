@@ -27,7 +27,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Conflict, Journal, JournalError, LeaseHeld, default_journal_path, new_owner,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import mask_result, options_for
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
@@ -98,8 +98,10 @@ def guarded(fn: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
 
 
 def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
-    """Call ``fn(module.params, module.check_mode)`` and end the module with its result."""
-    result = mask_result(module, fn(module.params, module.check_mode))
+    """Call ``fn(module.params, module.check_mode)`` and end the module with its result. The
+    result holds no credential (no function here returns one); Ansible hides the ``no_log``
+    options in the task's ``invocation``."""
+    result = fn(module.params, module.check_mode)
     for warning in result.pop("warnings", []):
         module.warn(warning)
     if result.pop("failed", False):

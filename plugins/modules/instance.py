@@ -31,9 +31,12 @@ description:
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.cloud.cloud_options
   - gpuprov.cloud.provider
   - gpuprov.cloud.provider.modules
   - gpuprov.cloud.provider.request
+  - gpuprov.cloud.group
+  - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -243,22 +246,19 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import provider_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=provider_argument_spec(
+        argument_spec=group_argument_spec(
             name=dict(type="str", required=True),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             region=dict(type="str"),
             zone=dict(type="str"),
             instance_type=dict(type="str"),
             ssh_public_key=dict(type="str", no_log=False),
-            ssh_key=dict(type="path", no_log=False),
-            ssh_user=dict(type="str"),
-            journal=dict(type="path"),
             allowed_cidrs=dict(type="list", elements="str", default=[]),
             open_ports=dict(type="list", elements="int", default=[]),
             wait=dict(type="bool", default=True),
@@ -266,6 +266,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    reconcile_clouds(module.params)
     primitives.run(module, primitives.instance)
 
 

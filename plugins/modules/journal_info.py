@@ -18,6 +18,10 @@ description:
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.cloud.cloud_options
+  - gpuprov.cloud.group
+  - gpuprov.cloud.group.cloud_ignored
+  - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -30,6 +34,8 @@ options:
   journal:
     description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).
     type: path
+  cloud_options:
+    description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
   name:
     description: Only this VM.
     type: str
@@ -84,12 +90,13 @@ table:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(journal=dict(type="path"), name=dict(type="str"), last=dict(type="int", default=3)),
+        argument_spec=group_argument_spec(name=dict(type="str"), last=dict(type="int", default=3)),
         supports_check_mode=True,
     )
     try:

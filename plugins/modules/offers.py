@@ -23,9 +23,12 @@ description:
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.cloud.cloud_options
   - gpuprov.cloud.provider
   - gpuprov.cloud.provider.search
   - gpuprov.cloud.provider.request
+  - gpuprov.cloud.group
+  - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -125,13 +128,14 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import search_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 
 
 def main():
-    module = AnsibleModule(argument_spec=search_argument_spec(name=dict(type="str", default="offers")),
+    module = AnsibleModule(argument_spec=group_argument_spec(name=dict(type="str", default="offers")),
                            supports_check_mode=True)
+    reconcile_clouds(module.params)
     primitives.run(module, primitives.offers)
 
 

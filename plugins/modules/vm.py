@@ -31,7 +31,12 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - gpuprov.cloud.controller
+  - gpuprov.cloud.cloud_options
+  - gpuprov.cloud.provider
+  - gpuprov.cloud.provider.search
   - gpuprov.cloud.provider.request
+  - gpuprov.cloud.group
+  - gpuprov.cloud.group.vm_settings
   - ansible.builtin.action_common_attributes.conn
 attributes:
   become:
@@ -60,12 +65,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  clouds:
-    description:
-      - Clouds to search, in order of preference. The V(local) cloud runs each VM as an C(sshd) on a loopback port.
-    type: list
-    elements: str
-    default: [local]
   retry_until_up:
     description:
       - When every offer is exhausted, plan again after 30 seconds instead of failing, until the VM is up or
@@ -81,35 +80,6 @@ options:
         kept, so leaving V(true) in a playbook does not replace the VM on every run.
     type: bool
     default: false
-  boot_timeout:
-    description: Seconds an instance may take to be Running with an SSH endpoint; default is the cloud's own.
-    type: int
-  ssh_timeout:
-    description: Seconds to wait for a successful SSH login once the instance is Running.
-    type: int
-    default: 300
-  teardown_timeout:
-    description: Seconds to wait for instances to be gone before the teardown is declared Leaked.
-    type: int
-    default: 600
-  journal:
-    description:
-      - Path of the SQLite journal. Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite). Created 0600.
-    type: path
-  ssh_key:
-    description:
-      - Private key used to log in to the VM. Unset uses the collection's own ed25519 key,
-        C(<state dir>/id_ed25519), generated (0600) on first use.
-    type: path
-  ssh_user:
-    description: Login user where the cloud does not dictate one (the image default otherwise).
-    type: str
-  cloud_options:
-    description:
-      - Per-cloud adapter options, keyed by cloud name (for example credentials, endpoints, base images).
-        Never logged.
-    type: dict
-    default: {}
   k8s:
     description:
       - Whether the VM is meant to become a k3s cluster (the C(gpuprov.cloud.k3s) role does that after this task).

@@ -191,12 +191,12 @@ def test_a_classified_error_fails_the_task_with_kind_and_message(ansible, tmp_pa
     proc, recap, saved = play.run("-vvv", "-e", "broken=%s" % broken)
     assert proc.returncode == 0 and recap["ignored"] == 2, proc.stdout[-6000:]
     assert saved["unknown"]["msg"].startswith("InvalidRequest: cloud: unknown cloud 'nimbus'; expected one of")
-    # the message is readable: cloud_options is no_log, but only its credentials are hidden in results
+    # the message is readable: only the credentials among cloud_options are hidden in results
     assert saved["broken_root"]["msg"].startswith("Transient: reading %s: [Errno 20] Not a directory"
                                                   % (broken / "prim2"))
     assert saved["broken_root"]["msg"].endswith("(observe at local/local)")
-    # ... while the invocation (printed at -vvv) shows the whole option masked
-    assert '"cloud_options": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in proc.stdout
+    # ... and in the invocation (printed at -vvv), where the local cloud's options show, typed
+    assert '"root": "%s"' % broken in proc.stdout and "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" not in proc.stdout
     assert saved["broken_root"]["error"]["primitive"] == "observe"
     # the failure is printed as the task's message, not as a module traceback
     assert "fatal: [localhost]: FAILED!" in proc.stdout and '"msg": "Transient: reading' in proc.stdout
@@ -263,7 +263,8 @@ def test_offers_and_instance_on_aws_and_gcp_fakes(moto_ec2, gcp_fake, ansible, t
     secret = creds["aws_secret_access_key"]
     assert secret not in proc.stdout and secret not in json.dumps(saved)
     assert creds["aws_access_key_id"] not in proc.stdout
-    assert '"cloud_options": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in proc.stdout
+    assert '"aws_secret_access_key": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in proc.stdout
+    assert '"endpoint_url": "%s"' % moto_ec2.endpoint_url in proc.stdout   # the invocation hides only credentials
     assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" not in json.dumps(saved["plan"]["offers"])
     assert "********" not in "".join(saved["plan"]["table"])
 

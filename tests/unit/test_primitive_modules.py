@@ -15,7 +15,6 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
@@ -625,43 +624,3 @@ def test_every_registered_adapter_is_named_for_ansiballz():
     named = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
     shipped = {module for cloud, (module, _cls) in registry.ADAPTERS.items() if "." not in module}
     assert shipped <= named, "add %s to primitives._bundled_adapters" % sorted(shipped - named)
-
-
-def test_argument_specs_share_one_definition():
-    one = provider_args.provider_argument_spec(name=dict(type="str", required=True))
-    many = provider_args.search_argument_spec()
-    assert one["cloud_options"] == many["cloud_options"] == {"type": "dict", "default": {}, "no_log": True}
-    assert one["cloud"]["default"] == "local" and many["clouds"]["default"] == ["local"]
-    assert set(provider_args.REQUEST_SPEC) <= set(one) & set(many)
-    one["cloud_options"]["default"]["x"] = 1   # specs are copies: no shared mutable defaults
-    assert provider_args.PROVIDER_SPEC["cloud_options"]["default"] == {}
-    with pytest.raises(ValueError):
-        provider_args.provider_argument_spec(cloud=dict(type="str"))
-
-
-def test_results_hide_the_credentials_of_cloud_options_not_every_value():
-    from ansible.module_utils.common.parameters import remove_values
-
-    options = {"aws": {"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "sekrit/XYZ",
-                       "aws_session_token": "tok-123", "region": "us-east-1", "read_timeout": 0},
-               "gcp": {"project": "my-proj", "credentials_file": "/keys/sa.json", "zones": ["us-central1-a"]},
-               "lambda": {"api_key": "lk-999"}}
-    assert provider_args.secret_values(options) == {"AKIAEXAMPLE", "sekrit/XYZ", "tok-123", "/keys/sa.json", "lk-999"}
-    assert provider_args.secret_values({"aws": "not-a-dict"}) == {"not-a-dict"}   # malformed: masked whole
-
-    class Module:
-        argument_spec = provider_args.provider_argument_spec(name=dict(type="str"))
-        params = {"name": "vm1", "cloud": "gcp", "cloud_options": options, "gpu": None, "gpu_count": 1,
-                  "regions": [], "spot": False}
-        no_log_values = {"everything"}
-
-    module = Module()
-    result = provider_args.mask_result(module, {
-        "msg": "Credentials: key sekrit/XYZ refused in us-east-1", "zone": "us-central1-a", "price": 0.54,
-        "project": "my-proj"})
-    assert module.no_log_values == {"AKIAEXAMPLE", "sekrit/XYZ", "tok-123", "/keys/sa.json", "lk-999"}
-    assert result["invocation"]["module_args"]["cloud_options"] == provider_args.MASKED
-    assert result["invocation"]["module_args"]["name"] == "vm1"
-    shown = remove_values(result, module.no_log_values)   # what AnsibleModule.exit_json does next
-    assert shown["msg"] == "Credentials: key ******** refused in us-east-1"
-    assert (shown["zone"], shown["price"], shown["project"]) == ("us-central1-a", 0.54, "my-proj")

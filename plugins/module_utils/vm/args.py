@@ -2,24 +2,18 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The argument spec of gpuprov.cloud.vm, shared by its action plugin and the
-module file that carries its documentation. The cloud, credential and request
-options are the collection's shared ones (module_utils/provider_args.py)."""
+module file that carries its documentation: the options the module_defaults group
+shares (module_utils/provider_args.py) plus the vm's own."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import search_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
 
-VM_ARGUMENT_SPEC = search_argument_spec(
+VM_ARGUMENT_SPEC = group_argument_spec(
     name=dict(type="str", required=True),
     state=dict(type="str", default="present", choices=["present", "absent"]),
     retry_until_up=dict(type="bool", default=False),
     recreate=dict(type="bool", default=False),
-    boot_timeout=dict(type="int"),
-    ssh_timeout=dict(type="int", default=300),
-    teardown_timeout=dict(type="int", default=600),
-    journal=dict(type="path"),
-    ssh_key=dict(type="path", no_log=False),
-    ssh_user=dict(type="str"),
     k8s=dict(type="bool"),
     boot_script=dict(type="dict", no_log=True, options=dict(
         script=dict(type="str", required=True),

@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    """The module_defaults group C(group/gpuprov.cloud.gpuprov): the options every member
+    accepts (module_utils/provider_args.py GROUP_SPEC). Use C(gpuprov.cloud.group) (the note)
+    with the variant that says what the member does with the VM settings (journal, login, timeouts):
+    C(gpuprov.cloud.group.vm_settings) (uses them, as M(gpuprov.cloud.vm) does) or
+    C(gpuprov.cloud.group.vm_settings_ignored) (accepts them and ignores them; a member's own
+    documentation of an option wins over the variant's). C(gpuprov.cloud.group.cloud_ignored)
+    is for a member that calls no cloud.
+    """
+
+    DOCUMENTATION = r"""
+options: {}
+notes:
+  - This module is a member of the module_defaults group C(group/gpuprov.cloud.gpuprov) (M(gpuprov.cloud.vm),
+    M(gpuprov.cloud.offers), M(gpuprov.cloud.instance), M(gpuprov.cloud.instance_info) and
+    M(gpuprov.cloud.journal_info)). Every member accepts the options the group shares, O(clouds), O(cloud),
+    O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(journal), O(ssh_key), O(ssh_user),
+    O(boot_timeout), O(ssh_timeout) and O(teardown_timeout), so any of them can be a group default; a member
+    that has no use for one ignores it, as its description says.
+"""
+
+    # The VM settings as the vm module uses them.
+    VM_SETTINGS = r"""
+options:
+  journal:
+    description:
+      - Path of the SQLite journal. Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite). Created 0600.
+    type: path
+  ssh_key:
+    description:
+      - Private key used to log in to the VM. Unset uses the collection's own ed25519 key,
+        C(<state dir>/id_ed25519), generated (0600) on first use.
+    type: path
+  ssh_user:
+    description: Login user where the cloud does not dictate one (the image default otherwise).
+    type: str
+  boot_timeout:
+    description: Seconds an instance may take to be Running with an SSH endpoint; unset means the cloud's own.
+    type: int
+  ssh_timeout:
+    description: Seconds to wait for a successful SSH login once the instance is Running; unset means 300.
+    type: int
+  teardown_timeout:
+    description: Seconds to wait for instances to be gone before the teardown is declared Leaked; unset means 600.
+    type: int
+"""
+
+    # The VM settings, for a member that only accepts them.
+    VM_SETTINGS_IGNORED = r"""
+options:
+  journal:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: path
+  ssh_key:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: path
+  ssh_user:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: str
+  boot_timeout:
+    description: Shared by the module_defaults group (the boot timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    type: int
+  ssh_timeout:
+    description: Shared by the module_defaults group (the SSH timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    type: int
+  teardown_timeout:
+    description:
+      - Shared by the module_defaults group (the teardown timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    type: int
+"""
+
+    # The cloud choice and the request, for a member that calls no cloud.
+    CLOUD_IGNORED = r"""
+options:
+  clouds:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: list
+    elements: str
+  cloud:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: str
+  gpu:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: str
+  gpu_count:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: int
+    default: 1
+  regions:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: list
+    elements: str
+    default: []
+  spot:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: bool
+    default: false
+"""

@@ -19,9 +19,9 @@ SSH_PORT = 22
 def require_sdk(cloud: str, available: bool, requirement: str, import_error: Optional[BaseException] = None) -> None:
     """InvalidRequest saying how to install ``requirement`` when the SDK could not be imported."""
     if not available:
+        cause = " (%s)" % (import_error,) if import_error else ""
         raise ProviderError(ErrorKind.INVALID_REQUEST, "clouds: the %s adapter requires %s; pip install -r "
-                            "requirements.txt%s" % (cloud, requirement,
-                                                   " (%s)" % (import_error,) if import_error else ""))
+                            "requirements.txt%s" % (cloud, requirement, cause))
 
 
 def classified(classify: Callable[[BaseException], ProviderError],

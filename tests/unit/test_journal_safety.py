@@ -447,7 +447,7 @@ OPEN_AT = textwrap.dedent("""
 def open_together(path, count):
     start = time.time() + 1.5
     runs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, JOURNAL_SOURCE, str(path), repr(start)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _index in range(count)]
     results = [run.communicate(timeout=120) + (run.returncode,) for run in runs]
     failures = [err.decode() for _out, err, rc in results if rc != 0]
     assert not failures, failures[0]
@@ -529,7 +529,7 @@ def _unprivileged_python():
         pytest.skip("running as root without setpriv: cannot test permissions")
     for python in (sys.executable, "/usr/bin/python3"):
         command = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python]
-        probe = subprocess.run(command + ["-c", "import sqlite3, json"], capture_output=True)
+        probe = subprocess.run(command + ["-c", "import sqlite3, json"], capture_output=True, check=False)
         if probe.returncode == 0:
             return command
     pytest.skip("no Python that the nobody user can run")
@@ -542,7 +542,7 @@ def test_read_only_places_get_errors_that_name_the_path_and_the_fix():
         os.chmod(base, 0o755)
         if IS_ROOT:
             os.chown(base, 65534, 65534)
-        done = subprocess.run(command + ["-c", UNPRIVILEGED, JOURNAL_SOURCE, base], capture_output=True, timeout=120)
+        done = subprocess.run(command + ["-c", UNPRIVILEGED, JOURNAL_SOURCE, base], capture_output=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr.decode()
         results = json.loads(done.stdout.decode())
     finally:

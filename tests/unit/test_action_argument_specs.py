@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import args as cluster_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import args as vm_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "build" / "collections"
@@ -28,6 +29,7 @@ SHARED = {
     "vm_stage": cluster_args.VM_STAGE_ARGUMENT_SPEC,
     "k3s_kubeconfig": cluster_args.K3S_KUBECONFIG_ARGUMENT_SPEC,
     "k3s_validate": cluster_args.K3S_VALIDATE_ARGUMENT_SPEC,
+    "health_info": health_args.HEALTH_ARGUMENT_SPEC,
 }
 
 

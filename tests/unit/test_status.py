@@ -51,3 +51,13 @@ def test_one_vm_only(tmp_path):
     path = tmp_path / "j.sqlite"
     _journal_with_rows(path)
     assert [vm["name"] for vm in read_status(str(path), name="up1")["vms"]] == ["up1"]
+
+
+def test_a_leaked_instance_teardown_row_says_how_to_resolve_it():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import status
+    row = {"name": "instance:aws:w1", "state": "Leaked", "status": "none", "cloud": None, "region": None,
+           "instance_id": None, "ssh_host": None, "ssh_port": None, "updated_at": "-", "in_progress": False,
+           "leaked": True, "reason": "instances still present", "targets": [], "last_transitions": []}
+    lines = status.format_table([row])
+    assert any("re-run gpuprov.cloud.instance with name=w1 cloud=aws state=absent" in line for line in lines), lines
+    assert not any("down -e vm=instance:" in line for line in lines)

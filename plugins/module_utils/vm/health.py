@@ -25,7 +25,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, SshEndpoint,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, status
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # Disagreements between the journal and what is there; each comes with its fix.
@@ -117,7 +117,8 @@ class HealthCheck:
         journal = Journal(self.journal_path)
         try:
             self.journal_id = journal.journal_id
-            names = journal.keys()
+            # VMs only: instance-module teardown rows have no VM to judge (status lists them).
+            names = [key for key in journal.keys() if not status.is_instance_key(key)]
             wanted = self.params.get("name")
             if wanted:
                 names = [wanted]

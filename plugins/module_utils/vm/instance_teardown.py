@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Next, Poll
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, Observed
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown import TeardownMachine
 
 DELETION_REQUESTED = "DeletionRequested"
@@ -29,7 +30,7 @@ DELETION_REQUESTED = "DeletionRequested"
 
 def journal_key(cloud: str, vm_name: str) -> str:
     """The journal key of the instance teardowns of ``vm_name`` on ``cloud``."""
-    return "instance:%s:%s" % (cloud, vm_name)
+    return "%s%s:%s" % (INSTANCE_KEY_PREFIX, cloud, vm_name)
 
 
 class InstanceTeardown(TeardownMachine):

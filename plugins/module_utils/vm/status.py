@@ -15,6 +15,23 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 )
 
 
+# Journal keys of gpuprov.cloud.instance state=absent teardowns (vm/instance_teardown.py); a
+# VM name is a DNS label, so it never contains the ':'.
+INSTANCE_KEY_PREFIX = "instance:"
+
+
+def is_instance_key(key: str) -> bool:
+    return key.startswith(INSTANCE_KEY_PREFIX)
+
+
+def _hint(key: str) -> str:
+    """How to resolve a Leaked row of ``key``."""
+    if is_instance_key(key):
+        cloud, _sep, name = key[len(INSTANCE_KEY_PREFIX):].partition(":")
+        return "re-run gpuprov.cloud.instance with name=%s cloud=%s state=absent" % (name, cloud)
+    return "ansible-playbook gpuprov.cloud.down -e vm=%s" % key
+
+
 def _when(at: Optional[float]) -> str:
     if not at:
         return "-"
@@ -71,8 +88,8 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for vm in vms:
         if vm["leaked"]:
-            lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: ansible-playbook "
-                         "gpuprov.cloud.down -e vm=%s" % (vm["name"], vm["reason"], vm["targets"], vm["name"]))
+            lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: %s"
+                         % (vm["name"], vm["reason"], vm["targets"], _hint(vm["name"])))
         if (vm.get("stage") or "").startswith("k3s:"):
             k3s = vm.get("k3s") or {}
             lines.append("K3S %s: %s%s" % (vm["name"], vm["stage"][len("k3s:"):],

@@ -402,13 +402,13 @@ class HealthCheck:
                 return None, "cannot open the access path: %s" % exc, None
             route = "%s (%s)" % (route, client.server)
             try:
-                status, body = client.get("/readyz")
+                http_status, body = client.get("/readyz")
             except validate.ApiError as exc:
                 return 0, "the API does not answer through %s: %s" % (route, exc), route
-            if status != 200:
+            if http_status != 200:
                 said = str(body).strip()[:200]
-                return status, "/readyz through %s answers HTTP %d: %s" % (route, status, said), route
-            return status, "ok", route
+                return status, "/readyz through %s answers HTTP %d: %s" % (route, http_status, said), route
+            return http_status, "ok", route
         finally:
             if client is not None:
                 client.close()

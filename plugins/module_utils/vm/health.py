@@ -407,7 +407,7 @@ class HealthCheck:
                 return 0, "the API does not answer through %s: %s" % (route, exc), route
             if http_status != 200:
                 said = str(body).strip()[:200]
-                return status, "/readyz through %s answers HTTP %d: %s" % (route, http_status, said), route
+                return http_status, "/readyz through %s answers HTTP %d: %s" % (route, http_status, said), route
             return http_status, "ok", route
         finally:
             if client is not None:

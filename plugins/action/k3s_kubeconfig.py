@@ -12,7 +12,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 
 

@@ -15,7 +15,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_VALIDATE_ARGUMENT_SPEC
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 
 display = Display()
 

@@ -102,10 +102,9 @@ from ansible.inventory.group import to_safe_group_name
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Journal, JournalError, default_journal_path, default_state_dir,
-)
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
 
 CONFIG_NAMES = ("gpuprov.journal.yml", "gpuprov.journal.yaml")
 CONFIG_SUFFIXES = (".gpuprov_journal.yml", ".gpuprov_journal.yaml")
@@ -206,9 +205,9 @@ def read_journal(path):
         # Checked before opening: the journal code would initialise an empty file as a journal.
         raise JournalError("journal: %s is not a gpuprov journal (not an SQLite database); set the journal "
                            "option to the journal's path" % path)
-    journal = Journal(path)
+    journal = projection.open_journal(path)
     try:
-        rows = journal.vms()
+        rows = projection.vms(journal)
         states = {}
         for row in rows:
             found = journal.load(row["name"])

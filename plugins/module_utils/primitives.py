@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Executor, LeaseLost
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld, default_journal_path, new_owner,
+    Conflict, JournalError, LeaseHeld, new_owner,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
@@ -35,7 +35,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
     instance_spec, resource_request, search_clouds, the_cloud,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
     DELETION_REQUESTED, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
@@ -240,7 +241,6 @@ def _location(provider: Provider, params: Dict[str, Any], name: str) -> List[Loc
 
 
 def _public_key(params: Dict[str, Any]) -> str:
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 
     if params.get("ssh_public_key"):
@@ -266,7 +266,7 @@ def _journal_id_if_any(params: Dict[str, Any]) -> Optional[str]:
     path = os.path.abspath(os.path.expanduser(params.get("journal") or default_journal_path()))
     if not os.path.exists(path):
         return None
-    journal = Journal(path)
+    journal = projection.open_journal(path)
     try:
         return journal.journal_id
     finally:
@@ -304,7 +304,7 @@ def instance(params: Dict[str, Any], check_mode: bool = False, clock: Callable[[
 def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) -> Dict[str, Any]:
     if check_mode:
         return _present_with(_provider(cloud, params, [cloud], _journal_id_if_any(params)), params, name, True)
-    journal = Journal(params.get("journal"))
+    journal = projection.open_journal(params.get("journal"))
     owner = new_owner()
     try:
         # While a teardown of this name on this cloud runs (another task), nothing is created.
@@ -373,7 +373,7 @@ def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
                 "changed": bool(doomed), "deleted": doomed, "cleaned_up": False,
                 "warnings": _left_alone(name, where, _foreign(found, journal_id)),
                 "msg": "%s: would delete %s at %s and clean up" % (name, ", ".join(doomed) or "no instance", where)}
-    journal = Journal(params.get("journal"))
+    journal = projection.open_journal(params.get("journal"))
     try:
         provider = WatchedProvider(_provider(cloud, params, [cloud], journal.journal_id))
         where = _location(provider, params, name)[0]

@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import VM_NAME_TAG
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
@@ -68,7 +69,7 @@ class Docker(Ansible):
     def row(self, name):
         journal = Journal(str(self.journal_path))
         try:
-            return journal.load(name), journal.events(name), journal.vm(name)
+            return journal.load(name), journal.events(name), projection.vm(journal, name)
         finally:
             journal.close()
 

@@ -32,6 +32,7 @@ import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker as docker_mod
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import VM_NAME_TAG
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
@@ -168,7 +169,7 @@ class K3sRun(Ansible):
     def journal(self, name):
         journal = Journal(str(self.journal_path))
         try:
-            return journal.load(name), journal.events(name), journal.vm(name)
+            return journal.load(name), journal.events(name), projection.vm(journal, name)
         finally:
             journal.close()
 

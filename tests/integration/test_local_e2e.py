@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crashpoints
 
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import kill_sshds
@@ -97,8 +98,8 @@ def test_two_vms_in_one_play(ansible):
     assert len(ansible.live_sshd()) == 2
     journal = _journal(ansible)
     try:
-        assert sorted(v["name"] for v in journal.vms()) == ["fleet-a", "fleet-b"]
-        ports = {v["ssh_port"] for v in journal.vms()}
+        assert sorted(v["name"] for v in projection.vms(journal)) == ["fleet-a", "fleet-b"]
+        ports = {v["ssh_port"] for v in projection.vms(journal)}
     finally:
         journal.close()
     assert len(ports) == 2

@@ -17,6 +17,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def write_journal(path, rows, pythons=None):
     try:
         for row in rows:
             fields = {k: v for k, v in row.items() if k not in ("name", "updated_at")}
-            journal.upsert_vm(row["name"], **fields)
+            projection.upsert_vm(journal, row["name"], **fields)
             if pythons and row["name"] in pythons:
                 journal.begin(row["name"], "launch", _ready_state(row, pythons[row["name"]]), "Ready", True,
                               "test-owner", 60.0, None)

@@ -1,5 +1,5 @@
 """The SQLite journal: file safety (0600/0700, garbage, unwritable places, newer
-schemas), guarded writes (version and lease), leases, events and the vms projection.
+schemas), guarded writes (version and lease), leases, events and the tables a layer above adds.
 Every journal lives under pytest's tmp_path; time is a FakeClock, never slept on."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import stat
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    SCHEMA_VERSION, VM_COLUMNS, Conflict, Journal, JournalError, LeaseHeld,
-    default_journal_path, default_state_dir, new_owner,
+    SCHEMA_VERSION, Conflict, Journal, JournalError, LeaseHeld, new_owner,
 )
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
@@ -253,21 +252,6 @@ def test_schema_version_recorded_and_data_survives_reopen(jpath, clock):
         assert row.version == 1
     finally:
         j.close()
-
-
-def test_default_paths_follow_the_environment(tmp_path, monkeypatch):
-    monkeypatch.delenv("GPUPROV_HOME", raising=False)
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    assert default_state_dir() == str(tmp_path / "home" / ".local" / "state" / "gpuprov")
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
-    assert default_state_dir() == str(tmp_path / "xdg" / "gpuprov")
-    assert default_journal_path() == str(tmp_path / "xdg" / "gpuprov" / "journal.sqlite")
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path / "gh"))
-    assert default_journal_path() == str(tmp_path / "gh" / "journal.sqlite")
-    monkeypatch.setenv("GPUPROV_JOURNAL", str(tmp_path / "j" / "x.sqlite"))
-    assert default_journal_path() == str(tmp_path / "j" / "x.sqlite")
 
 
 def test_new_owner_is_unique_and_names_host_pid_and_start_time():
@@ -516,71 +500,64 @@ def test_load_of_a_missing_key_is_none(journal):
     assert journal.load("missing") is None
 
 
-# -- vms projection -------------------------------------------------------------------------
+# -- tables of the layer above ------------------------------------------------------------------
 
-def test_upsert_vm_inserts_with_unknown_status_by_default(journal, clock):
-    journal.upsert_vm("gpu-1", cloud="aws", region="us-east-1")
-    vm = journal.vm("gpu-1")
-    assert vm["status"] == "unknown"
-    assert (vm["cloud"], vm["region"], vm["zone"], vm["instance_id"]) == ("aws", "us-east-1", None, None)
-    assert vm["updated_at"] == 1000.0
-    assert set(vm) == {"name", "updated_at"} | set(VM_COLUMNS)
+EXTRA = ("CREATE TABLE IF NOT EXISTS extras (name TEXT PRIMARY KEY, value TEXT)",
+         "CREATE INDEX IF NOT EXISTS extras_value ON extras (value)")
 
 
-def test_upsert_vm_updates_only_the_given_columns(journal, clock):
-    journal.upsert_vm("gpu-1", cloud="aws", region="us-east-1", status="creating", stage="Creating",
-                      detail={"attempt": 1})
-    clock.advance(7)
-    journal.upsert_vm("gpu-1", instance_id="i-123", ssh_port=22, gpu_count=1)
-    vm = journal.vm("gpu-1")
-    assert (vm["cloud"], vm["region"], vm["status"], vm["stage"]) == ("aws", "us-east-1", "creating", "Creating")
-    assert (vm["instance_id"], vm["ssh_port"], vm["gpu_count"]) == ("i-123", 22, 1)
-    assert vm["detail"] == {"attempt": 1}
-    assert vm["updated_at"] == 1007.0
-    # status=None never overwrites a known status; an explicit one does
-    journal.upsert_vm("gpu-1", status=None)
-    assert journal.vm("gpu-1")["status"] == "creating"
-    journal.upsert_vm("gpu-1", status="running", detail={"targets": [{"id": "i-123"}]})
-    vm = journal.vm("gpu-1")
-    assert vm["status"] == "running" and vm["detail"] == {"targets": [{"id": "i-123"}]}
-    # idempotent: writing the same thing twice is the same row
-    journal.upsert_vm("gpu-1", status="running", detail={"targets": [{"id": "i-123"}]})
-    assert len(journal.vms()) == 1 and journal.vm("gpu-1")["detail"] == {"targets": [{"id": "i-123"}]}
+def names(journal):
+    return {row[0] for row in journal.query("SELECT name FROM sqlite_master")}
 
 
-def test_upsert_vm_rejects_unknown_columns_and_writes_nothing(journal):
-    with pytest.raises(ValueError) as info:
-        journal.upsert_vm("gpu-1", status="up", colour="red", size=3)
-    assert "colour" in str(info.value) and "size" in str(info.value)
-    assert journal.vms() == []
-
-
-def test_delete_vm_and_listing_order(journal):
-    for name in ("zeta", "alpha", "mid"):
-        journal.upsert_vm(name, status="running")
-    assert [v["name"] for v in journal.vms()] == ["alpha", "mid", "zeta"]
-    assert [v["name"] for v in journal.vms("mid")] == ["mid"]
-    journal.delete_vm("mid")
-    journal.delete_vm("never-existed")   # idempotent
-    assert [v["name"] for v in journal.vms()] == ["alpha", "zeta"]
-    assert journal.vm("mid") is None
-    assert journal.vm("nope") is None
-
-
-def test_vms_projection_persists_across_connections(jpath, clock):
-    a = Journal(jpath, clock=clock)
-    a.upsert_vm("gpu-1", status="running", detail={"k": [1]})
-    b = Journal(jpath, clock=clock)
+def test_extra_tables_are_made_with_the_journal(jpath, clock):
+    j = Journal(jpath, clock=clock, tables=EXTRA)
     try:
-        assert b.vm("gpu-1")["detail"] == {"k": [1]}
+        assert {"extras", "extras_value", "machines"} <= names(j)
+        with j.transaction() as tx:
+            tx.execute("INSERT INTO extras (name, value) VALUES (?, ?)", ("a", "1"))
+        j.execute("INSERT INTO extras (name, value) VALUES (?, ?)", ("b", "2"))
+        assert j.query("SELECT name, value FROM extras ORDER BY name") == [("a", "1"), ("b", "2")]
     finally:
-        a.close()
-        b.close()
+        j.close()
 
 
-def test_upsert_vm_with_a_text_detail_reads_back(journal):
-    journal.upsert_vm("gpu-1", status="leaked", detail="teardown failed: throttled")
-    assert journal.vm("gpu-1")["detail"] == "teardown failed: throttled"
+def test_extra_tables_are_added_to_a_journal_made_without_them(jpath, clock):
+    Journal(jpath, clock=clock).close()
+    j = Journal(jpath, clock=clock)
+    try:
+        assert "extras" not in names(j)
+        j.ensure_tables(EXTRA)
+        j.ensure_tables(EXTRA)   # once made, nothing more to do
+        assert {"extras", "extras_value"} <= names(j)
+    finally:
+        j.close()
+    Journal(jpath, clock=clock).close()
+    j = Journal(jpath, clock=clock, tables=EXTRA + ("CREATE TABLE IF NOT EXISTS more (x TEXT)",))
+    try:
+        assert "more" in names(j)
+    finally:
+        j.close()
+
+
+def test_a_failed_transaction_writes_nothing(journal):
+    journal.ensure_tables(EXTRA)
+    with pytest.raises(RuntimeError):
+        with journal.transaction() as tx:
+            tx.execute("INSERT INTO extras (name, value) VALUES ('a', '1')")
+            raise RuntimeError("boom")
+    assert journal.query("SELECT * FROM extras") == []
+
+
+def test_extra_schema_must_be_create_if_not_exists(jpath, clock):
+    with pytest.raises(ValueError):
+        Journal(jpath, clock=clock, tables=("DROP TABLE machines",))
+    assert not os.path.exists(jpath)
+
+
+def test_a_path_is_required():
+    with pytest.raises(ValueError):
+        Journal("")
 
 
 # -- journal id --------------------------------------------------------------------------------

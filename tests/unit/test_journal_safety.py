@@ -26,6 +26,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journ
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, LeaseHeld, new_owner, owner_alive,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
 HOST = socket.gethostname()
@@ -358,7 +359,7 @@ def test_a_schema_1_journal_is_migrated_in_place_keeping_its_history(tmp_path, c
         assert (row.state, row.label, row.version, row.terminal) == ({"kind": "Ready", "vm": {"id": "i-1"}},
                                                                      "Ready", 4, True)
         assert [e["note"] for e in journal.events("old1")] == ["SSH login OK"]
-        assert journal.vm("old1")["cloud"] == "docker"
+        assert projection.vm(journal, "old1")["cloud"] == "docker"
         assert journal.cancel_request("old1", "anyone") is None and journal.options("old1") == {}
     finally:
         journal.close()

@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, stages, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import write_private
 
 K3S_YAML = """apiVersion: v1
@@ -126,7 +127,8 @@ def _journal_with_vm(path, name="k1"):
     version = journal.begin(name, "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
     journal.transition(name, owner, version, {"kind": "Ready", "vm": {}}, "Ready", True, "Reconciling", "SSH login OK")
     journal.release(name, owner)
-    journal.upsert_vm(name, cloud="docker", status="running", stage="Ready", detail={"python_interpreter": "/x"})
+    projection.upsert_vm(journal, name, cloud="docker", status="running", stage="Ready",
+                         detail={"python_interpreter": "/x"})
     return journal
 
 

@@ -11,6 +11,7 @@ import itertools
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Location, ProviderError, Status,
 )
@@ -86,7 +87,7 @@ def test_happy_path_journals_every_transition_in_order(tmp_path):
     # Journal row and user-facing projection.
     row = w.row()
     assert row.terminal and row.kind == "launch" and row.lease_owner is None
-    projected = w.journal.vm("vm1")
+    projected = projection.vm(w.journal, "vm1")
     assert projected["status"] == "running" and projected["instance_id"] == vm["instance_id"]
     assert projected["region"] == "r1" and projected["zone"] == "r1-a" and projected["stage"] == "Ready"
     w.assert_clean(keep=vm["instance_id"])
@@ -723,7 +724,7 @@ def test_ssh_timeout_compensates_and_tries_the_next_offer(tmp_path):
     msg = out.state["search"]["history"][0]["error"]["msg"]
     assert msg == "SSH login failed for 20 s: connection refused"
     assert len([c for c in w.ssh.calls if c[0] == "%s.%s.test" % (first, A)]) >= 10
-    assert w.journal.vm("vm1")["instance_id"] == out.state["vm"]["instance_id"]
+    assert projection.vm(w.journal, "vm1")["instance_id"] == out.state["vm"]["instance_id"]
     w.assert_clean(keep=out.state["vm"]["instance_id"])
 
 
@@ -753,7 +754,7 @@ def test_host_key_mismatch_on_a_new_vm_compensates_then_aborts(tmp_path):
     assert out.state["kind"] == "Aborted" and "host key mismatch" in out.state["reason"]
     assert "vm" not in out.state
     assert p.calls["create"] == 1 and p.created[0] in p.gone
-    assert w.journal.vm("vm1") is None
+    assert projection.vm(w.journal, "vm1") is None
     w.assert_clean()
 
 

@@ -16,7 +16,8 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, Location, Observed, Offer, Provider, Status,
@@ -50,7 +51,7 @@ def private_state(tmp_path, monkeypatch):
 
 
 def _journal_id():
-    journal = Journal()
+    journal = projection.open_journal()
     try:
         return journal.journal_id
     finally:
@@ -329,7 +330,7 @@ def _absent(clock, **params):
 
 
 def _row(key=TEARDOWN_KEY):
-    journal = Journal()
+    journal = projection.open_journal()
     try:
         row = journal.load(key)
         return row, [(e["from"], e["to"]) for e in journal.events(key) if e["event"] != "poll"]
@@ -350,7 +351,7 @@ def test_absent_waits_at_the_cloud_poll_interval_then_cleans_up(lingering):
     row, moves = _row()
     assert row.kind == "instance-teardown" and row.label == "Done" and row.terminal and row.lease_owner is None
     assert [to for _frm, to in moves] == ["Requesting", "Requesting", "AwaitingGone", "CleaningUp", "Done"]
-    assert result["journal"] == Journal().path
+    assert result["journal"] == projection.open_journal().path
 
 
 def test_absent_that_times_out_is_leaked_and_the_next_run_finishes_it(lingering):
@@ -451,7 +452,7 @@ def test_check_mode_writes_no_journal(lingering, private_state):
 
 
 def test_absent_while_another_run_holds_the_key_fails_and_touches_nothing(lingering):
-    journal = Journal()
+    journal = projection.open_journal()
     other = new_owner()
     try:
         journal.begin(TEARDOWN_KEY, "instance-teardown", {"kind": "AwaitingGone", "vm_name": "w1", "targets": []},
@@ -485,7 +486,7 @@ def test_present_never_adopts_another_journals_instance(lingering):
 
 
 def test_present_waits_its_turn_behind_a_teardown_of_the_name(lingering):
-    journal = Journal()
+    journal = projection.open_journal()
     try:
         journal.begin(TEARDOWN_KEY, "instance-teardown", {"kind": "AwaitingGone", "vm_name": "w1", "targets": []},
                       "AwaitingGone", False, new_owner(), 60.0, None)

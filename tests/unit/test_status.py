@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
 
 LOC = {"cloud": "aws", "region": "us-east-1", "zone": None}
@@ -14,8 +15,8 @@ def _journal_with_rows(path):
     version = journal.begin("up1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
     journal.transition("up1", owner, version, {"kind": "Ready", "vm": {}}, "Ready", True, "Reconciling", "SSH login OK")
     journal.release("up1", owner)
-    journal.upsert_vm("up1", cloud="aws", region="us-east-1", instance_id="i-1", ssh_host="203.0.113.1",
-                      ssh_port=22, status="running", stage="Ready")
+    projection.upsert_vm(journal, "up1", cloud="aws", region="us-east-1", instance_id="i-1",
+                         ssh_host="203.0.113.1", ssh_port=22, status="running", stage="Ready")
     leaked = {"kind": "Leaked", "targets": [{"location": LOC, "instance_ids": ["i-2"]}],
               "reason": "instances still present after 600 s"}
     version = journal.begin("gone1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)

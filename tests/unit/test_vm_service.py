@@ -8,6 +8,7 @@ import os
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import (
     InvalidParameters, VmService, build_settings,
 )
@@ -90,7 +91,7 @@ def test_present_check_mode_then_up_then_check_mode_again(home):
     assert down["changed"] is True and down["state"] == "Done"
     assert VmService(dict(BASE, state="absent")).run()["changed"] is False
     journal = Journal(str(home / "journal.sqlite"))
-    assert journal.vm("svc") is None and journal.load("svc").state["kind"] == "Done"
+    assert projection.vm(journal, "svc") is None and journal.load("svc").state["kind"] == "Done"
 
 
 def test_a_named_ssh_key_must_exist(home):

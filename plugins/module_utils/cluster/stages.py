@@ -13,8 +13,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Journal, JournalError, LeaseHeld, new_owner,
+    JournalError, LeaseHeld, new_owner,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 
 PREFIX = "k3s:"
 STAGES = ("CheckingBootInstall", "Installing", "AwaitingApi", "FetchingKubeconfig", "Validating", "Ready", "Failed",
@@ -36,12 +37,12 @@ def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
     if stage.replace(PREFIX, "", 1) not in STAGES:
         raise StageError("stage: expected one of %s, got %r" % (", ".join(STAGES), stage))
     try:
-        journal = Journal(journal_path)
+        journal = projection.open_journal(journal_path)
     except JournalError as exc:
         raise StageError(str(exc))
     try:
         row = journal.load(name)
-        vm = journal.vm(name)
+        vm = projection.vm(journal, name)
         if row is None or vm is None:
             raise StageError("%s is not in the journal %s; provision it first (gpuprov.cloud.vm)" % (name, journal.path))
         owner = new_owner()
@@ -57,10 +58,10 @@ def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
             k3s.update(detail or {})
             k3s.update(stage=text.replace(PREFIX, "", 1), note=note, at=time.time())
             merged["k3s"] = k3s
-            journal.upsert_vm(name, stage=text, detail=merged)
+            projection.upsert_vm(journal, name, stage=text, detail=merged)
         finally:
             journal.release(name, owner)
-        return journal.vm(name) or {}
+        return projection.vm(journal, name) or {}
     finally:
         journal.close()
 

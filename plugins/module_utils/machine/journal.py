@@ -10,13 +10,13 @@ Tables:
                   request addressed to that run.
   machine_events  every transition and notable poll, with its note and timestamp.
   machine_options the non-secret provider options each key was run with, per cloud.
-  vms             the user-facing projection, written idempotently by VM steps and
-                  recomputable from ``machines``.
+
+The layer above may add tables of its own (``Journal(path, tables=...)``): they are
+created with the journal's own, and on opening a journal that lacks them.
 
 Every state write is guarded by the version the writer read and by its lease
 (``UPDATE ... WHERE version = ? AND lease_owner = ?``), so a stale writer or a run
-whose lease was taken over changes nothing. This module knows no VM semantics
-beyond the projection's columns.
+whose lease was taken over changes nothing. This module knows no VM semantics.
 
 A journal is identified before anything is written to it: its ``PRAGMA application_id``
 is ``APPLICATION_ID`` (0x67707276, "gprv"), or, for a journal written before
@@ -29,6 +29,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import socket
 import sqlite3
 import stat
@@ -36,7 +37,7 @@ import struct
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 SCHEMA_VERSION = 2
@@ -81,24 +82,6 @@ _TABLES = (
         at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS machine_events_key ON machine_events (key, id)",
-    """CREATE TABLE IF NOT EXISTS vms (
-        name TEXT PRIMARY KEY,
-        cloud TEXT,
-        region TEXT,
-        zone TEXT,
-        instance_id TEXT,
-        instance_type TEXT,
-        gpu TEXT,
-        gpu_count INTEGER,
-        ssh_host TEXT,
-        ssh_port INTEGER,
-        ssh_user TEXT,
-        host_key_alias TEXT,
-        status TEXT NOT NULL,
-        stage TEXT,
-        detail TEXT,
-        updated_at REAL NOT NULL
-    )""",
     """CREATE TABLE IF NOT EXISTS machine_options (
         key TEXT NOT NULL,
         cloud TEXT NOT NULL,
@@ -115,7 +98,9 @@ _MIGRATE_FROM_1 = (
 )
 
 # The exact tables and columns of a schema-1 journal: with application_id 0, this shape
-# is what marks a file as a gpuprov journal written before schema 2.
+# is what marks a file as a gpuprov journal written before schema 2. A frozen fingerprint of
+# that legacy file format (the "vms" entry included), not a description of live tables:
+# never edit it when a table changes.
 _SCHEMA_1_COLUMNS = {
     "meta": ("name", "value"),
     "machines": ("key", "kind", "state", "label", "terminal", "version", "lease_owner", "lease_expires",
@@ -124,9 +109,6 @@ _SCHEMA_1_COLUMNS = {
     "vms": ("name", "cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count", "ssh_host",
             "ssh_port", "ssh_user", "host_key_alias", "status", "stage", "detail", "updated_at"),
 }
-
-VM_COLUMNS = ("cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count",
-              "ssh_host", "ssh_port", "ssh_user", "host_key_alias", "status", "stage", "detail")
 
 _ELSEWHERE = "set journal (or GPUPROV_JOURNAL) to another path"
 
@@ -147,20 +129,6 @@ class Conflict(JournalError):
 
 class LeaseHeld(JournalError):
     """Another live run holds the key."""
-
-
-def default_state_dir() -> str:
-    """``$GPUPROV_HOME``, else ``$XDG_STATE_HOME/gpuprov``, else ``~/.local/state/gpuprov``."""
-    if os.environ.get("GPUPROV_HOME"):
-        return os.path.expanduser(os.environ["GPUPROV_HOME"])
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "gpuprov")
-
-
-def default_journal_path() -> str:
-    """``$GPUPROV_JOURNAL``, else ``<state dir>/journal.sqlite``."""
-    return os.path.expanduser(os.environ.get("GPUPROV_JOURNAL") or
-                              os.path.join(default_state_dir(), "journal.sqlite"))
 
 
 # -- lease owners ----------------------------------------------------------------------
@@ -250,9 +218,28 @@ def _is_schema_1_shape(db: sqlite3.Connection, tables: List[str]) -> bool:
     return all(_columns(db, table) == columns for table, columns in _SCHEMA_1_COLUMNS.items())
 
 
-def _create_schema(db: sqlite3.Connection) -> None:
-    """Every table of the current schema, its meta rows and the application id (inside a transaction)."""
-    for statement in _TABLES:
+_CREATED_NAME = re.compile(r"^\s*CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
+
+
+def _created_name(statement: str) -> str:
+    """The table or index a ``CREATE ... IF NOT EXISTS`` statement makes (the only kind accepted)."""
+    found = _CREATED_NAME.match(statement)
+    if not found:
+        raise ValueError("journal: extra schema must be CREATE TABLE/INDEX IF NOT EXISTS statements: %r"
+                         % statement[:60])
+    return found.group(1)
+
+
+def _missing(db: sqlite3.Connection, tables: Sequence[str]) -> List[str]:
+    """The statements of ``tables`` whose table or index does not exist yet."""
+    present = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    return [statement for statement in tables if _created_name(statement) not in present]
+
+
+def _create_schema(db: sqlite3.Connection, tables: Tuple[str, ...]) -> None:
+    """Every table of the current schema and ``tables``, the meta rows and the application id
+    (inside a transaction)."""
+    for statement in _TABLES + tables:
         db.execute(statement)
     db.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
     db.execute("INSERT INTO meta (name, value) VALUES ('journal_id', ?)", (uuid.uuid4().hex,))
@@ -299,11 +286,19 @@ class Row:
 
 
 class Journal:
-    """A SQLite journal at ``path`` (created 0600, missing parents 0700)."""
+    """A SQLite journal at ``path`` (created 0600, missing parents 0700).
 
-    def __init__(self, path: Optional[str] = None, clock=time.time):
-        self.path = os.path.abspath(os.path.expanduser(path or default_journal_path()))
+    ``tables``: ``CREATE TABLE/INDEX IF NOT EXISTS`` statements of the layer above, created
+    with the journal and, on opening, when missing."""
+
+    def __init__(self, path: str, clock=time.time, tables: Sequence[str] = ()):
+        if not path:
+            raise ValueError("journal: a path is required")
+        self.path = os.path.abspath(os.path.expanduser(path))
         self.clock = clock
+        self._tables = tuple(tables)
+        for statement in self._tables:
+            _created_name(statement)   # refuse anything but CREATE ... IF NOT EXISTS before touching the file
         self._file_id: Optional[Tuple[int, int]] = None
         self._journal_id = ""
         self._db = self._open()
@@ -455,7 +450,7 @@ class Journal:
             db = sqlite3.connect(temp, timeout=30.0, isolation_level=None)
             try:
                 with _Transaction(db):
-                    _create_schema(db)
+                    _create_schema(db, self._tables)
                 db.execute("PRAGMA journal_mode=WAL")
             finally:
                 db.close()
@@ -563,12 +558,13 @@ class Journal:
         try:
             db.execute("PRAGMA busy_timeout=30000")
             with _Snapshot(db):
-                ready = self._classify(db) == "current" and _stored_journal_id(db) is not None
+                ready = (self._classify(db) == "current" and _stored_journal_id(db) is not None
+                         and not _missing(db, self._tables))
             if not ready:
                 with _Transaction(db):
                     found = self._classify(db)   # again, under the write lock: another run may have been first
                     if found == "empty":
-                        _create_schema(db)
+                        _create_schema(db, self._tables)
                     elif found == "schema 1":
                         for statement in _MIGRATE_FROM_1:
                             db.execute(statement)
@@ -576,6 +572,8 @@ class Journal:
                         db.execute("PRAGMA application_id = %d" % APPLICATION_ID)
                     if _stored_journal_id(db) is None:
                         db.execute("INSERT INTO meta (name, value) VALUES ('journal_id', ?)", (uuid.uuid4().hex,))
+                    for statement in _missing(db, self._tables):
+                        db.execute(statement)
                 if found == "empty":
                     # Only the run that initialised it switches it: two runs switching at once
                     # would wait on each other's read lock for the whole busy timeout.
@@ -617,6 +615,34 @@ class Journal:
 
     def _tx(self):
         return _Transaction(self._db)
+
+    # -- for the layer above: its own tables, through plain SQL ----------------------
+    def ensure_tables(self, tables: Iterable[str]) -> None:
+        """Create those of ``tables`` (``CREATE TABLE/INDEX IF NOT EXISTS``) that this journal lacks."""
+        wanted = [statement for statement in tables if statement not in self._tables]
+        if not wanted:
+            return
+        try:
+            if _missing(self._db, wanted):
+                with self._tx() as db:
+                    for statement in _missing(db, wanted):   # again, under the write lock
+                        db.execute(statement)
+        except sqlite3.Error as exc:
+            raise self._database_error(exc)
+        self._tables += tuple(wanted)
+
+    def transaction(self):
+        """A write transaction (``with journal.transaction() as tx: tx.execute(sql, args)``),
+        committed on success and rolled back on any exception."""
+        return self._tx()
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> None:
+        """One write statement, in its own transaction."""
+        self._db.execute(sql, tuple(args))
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple]:
+        """The rows of one read statement."""
+        return self._db.execute(sql, tuple(args)).fetchall()
 
     # -- machines --------------------------------------------------------------------
     def load(self, key: str) -> Optional[Row]:
@@ -779,53 +805,6 @@ class Journal:
             rows = rows[-limit:]
         names = ("id", "version", "event", "from", "to", "note", "owner", "at")
         return [dict(zip(names, r)) for r in rows]
-
-    # -- vms projection --------------------------------------------------------------
-    def upsert_vm(self, name: str, **fields: Any) -> None:
-        """Set the given projection columns for ``name`` (others keep their values)."""
-        unknown = set(fields) - set(VM_COLUMNS)
-        if unknown:
-            raise ValueError("unknown vms columns: %s" % ", ".join(sorted(unknown)))
-        if fields.get("detail") is not None:
-            fields["detail"] = json.dumps(fields["detail"], sort_keys=True)
-        fields.setdefault("status", None)
-        now = self.clock()
-        with self._tx() as db:
-            exists = db.execute("SELECT 1 FROM vms WHERE name = ?", (name,)).fetchone()
-            if exists:
-                sets = ", ".join("%s = ?" % c for c in fields if not (c == "status" and fields[c] is None))
-                values = [v for c, v in fields.items() if not (c == "status" and v is None)]
-                db.execute("UPDATE vms SET %s%supdated_at = ? WHERE name = ?" % (sets, ", " if sets else ""),
-                           values + [now, name])
-            else:
-                if fields["status"] is None:
-                    fields["status"] = "unknown"
-                cols = list(fields)
-                db.execute("INSERT INTO vms (name, %s, updated_at) VALUES (?, %s, ?)"
-                           % (", ".join(cols), ", ".join("?" * len(cols))),
-                           [name] + [fields[c] for c in cols] + [now])
-
-    def delete_vm(self, name: str) -> None:
-        self._db.execute("DELETE FROM vms WHERE name = ?", (name,))
-
-    def vm(self, name: str) -> Optional[Dict[str, Any]]:
-        rows = self.vms(name)
-        return rows[0] if rows else None
-
-    def vms(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
-        cols = ("name",) + VM_COLUMNS + ("updated_at",)
-        sql = "SELECT %s FROM vms" % ", ".join(cols)
-        args: Tuple = ()
-        if name is not None:
-            sql += " WHERE name = ?"
-            args = (name,)
-        out = []
-        for r in self._db.execute(sql + " ORDER BY name", args):
-            row = dict(zip(cols, r))
-            if row.get("detail"):
-                row["detail"] = json.loads(row["detail"])
-            out.append(row)
-        return out
 
 
 class _Transaction:

@@ -19,13 +19,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Journal, default_journal_path, default_state_dir,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, SshEndpoint,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, ssh, status
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # Disagreements between the journal and what is there; each comes with its fix.
@@ -114,7 +112,7 @@ class HealthCheck:
                 "table": format_table(vms)}
 
     def _read_journal(self) -> List[_Record]:
-        journal = Journal(self.journal_path)
+        journal = projection.open_journal(self.journal_path)
         try:
             self.journal_id = journal.journal_id
             # VMs only: instance-module teardown rows have no VM to judge (status lists them).
@@ -122,7 +120,7 @@ class HealthCheck:
             wanted = self.params.get("name")
             if wanted:
                 names = [wanted]
-            return [_Record(name=name, row=journal.load(name), projection=journal.vm(name),
+            return [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
                             options=journal.options(name), holder=journal.live_holder(name)) for name in names]
         finally:
             journal.close()

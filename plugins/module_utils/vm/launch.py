@@ -34,7 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown as td
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import HostKeyMismatch, SshNotReady
 
 TERMINAL = ("Ready", "Aborted", "Leaked")
@@ -431,7 +431,7 @@ class LaunchMachine(Machine):
         vm = dict(vm, ssh=endpoint.to_dict(), host_key_fingerprint=fingerprint)
         if self.ctx.files is not None:
             self.ctx.files.write_vm(vm)
-        cx.journal.upsert_vm(vm["name"], cloud=vm["location"]["cloud"], region=vm["location"]["region"],
+        projection.upsert_vm(cx.journal, vm["name"], cloud=vm["location"]["cloud"], region=vm["location"]["region"],
                              zone=vm["location"].get("zone"), instance_id=vm["instance_id"],
                              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"),
                              gpu_count=vm.get("gpu_count"), ssh_host=vm["ssh"]["host"],

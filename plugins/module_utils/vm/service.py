@@ -16,7 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
     CancelToken, Executor, HardCancel, LeaseLost,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld, default_state_dir, new_owner,
+    Conflict, JournalError, LeaseHeld, new_owner,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
@@ -24,7 +24,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Location, ProviderError, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, ssh, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
@@ -128,7 +129,7 @@ class VmService:
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
         try:
-            self.journal = Journal(self.params.get("journal"))
+            self.journal = projection.open_journal(self.params.get("journal"))
         except JournalError as exc:
             raise InvalidParameters(str(exc))
         return settings, files
@@ -230,7 +231,8 @@ class VmService:
                               name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
             return result
         if state["kind"] == "Leaked":
-            self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
+            projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked",
+                                 detail={"targets": state["targets"]})
         result.update(failed=True, msg="%s: %s%s" % (name, outcome.label, ": " + state["reason"] if state.get("reason") else ""))
         if state.get("targets"):
             result["leaked"] = state["targets"]
@@ -311,10 +313,10 @@ class VmService:
         result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
                   "targets": state["targets"]}
         if state["kind"] == "Done":
-            self.journal.delete_vm(name)
+            projection.delete_vm(self.journal, name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
             return self._forget_controller_files(name, files, result)
-        self.journal.upsert_vm(name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
+        projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
         result.update(failed=True, leaked=state["targets"],
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."
                       % (name, state.get("reason"), teardown._describe(state["targets"])))

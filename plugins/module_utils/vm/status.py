@@ -10,9 +10,8 @@ import datetime
 import os
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Journal, default_journal_path,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 
 
 # Journal keys of gpuprov.cloud.instance state=absent teardowns (vm/instance_teardown.py); a
@@ -43,16 +42,16 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) 
     path = os.path.abspath(os.path.expanduser(path or default_journal_path()))
     if not os.path.exists(path):
         return {"journal": path, "vms": [], "leaked": [], "table": ["no journal at %s: no VMs yet" % path]}
-    journal = Journal(path)
+    journal = projection.open_journal(path)
     try:
-        projection = {row["name"]: row for row in journal.vms()}
+        rows_by_name = {row["name"]: row for row in projection.vms(journal)}
         vms: List[Dict[str, Any]] = []
         for key in journal.keys():
             if name is not None and key != name:
                 continue
             row = journal.load(key)
             events = [e for e in journal.events(key) if e["event"] != "poll"]
-            vm = projection.get(key, {})
+            vm = rows_by_name.get(key, {})
             leaked = row.state.get("kind") == "Leaked"
             vms.append({
                 "name": key, "machine": row.kind, "state": row.label, "terminal": row.terminal,

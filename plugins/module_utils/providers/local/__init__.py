@@ -71,7 +71,7 @@ Subsystem sftp internal-sftp
 
 
 def _default_root() -> str:
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import default_state_dir
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
     return os.path.join(default_state_dir(), "local")
 
 

@@ -16,7 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
     CancelToken, Executor, HardCancel, LeaseLost,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, JournalError, LeaseHeld, new_owner,
+    Conflict, Journal, JournalError, LeaseHeld, new_owner,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError

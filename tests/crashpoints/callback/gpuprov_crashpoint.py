@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Test-only crash points for the real ``ansible-playbook`` (never shipped, never enabled in use).
+"""Test-only crash points for the real ``ansible-playbook`` (never enabled in use).
 
 The crash-point harness (tests/crashpoints/harness.py) enables this callback with
 ANSIBLE_CALLBACK_PLUGINS / ANSIBLE_CALLBACKS_ENABLED. Loaded in the controller's main
@@ -25,6 +25,9 @@ Environment (read only here):
   CRASHPOINT_DIR    folder for ``trace.jsonl`` (every point reached) and ``killed.json``
   CRASHPOINT_KILL   a point name: at that point, SIGKILL the ansible-playbook process and
                     the worker (the whole controller dies, as on a crash or an OOM kill)
+  CRASHPOINT_PAUSE  a point name: at that point, write ``paused.json`` and wait until the test
+                    creates ``resume`` in CRASHPOINT_DIR (at most CRASHPOINT_PAUSE_S, 120 s):
+                    the run stays live there, holding its lease, while the test races it
   CRASHPOINT_WATCH  (trace runs) the state directory: each point's record then carries a
                     fingerprint of the durable state (see World); CRASHPOINT_WATCH_SKIP is a
                     regular expression of paths under it to leave out (logs, pid files the
@@ -39,6 +42,7 @@ import inspect
 import json
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -76,7 +80,7 @@ def _short(label) -> str:
 class World:
     """A fingerprint of the durable state a crash would leave: the files under the state
     directory, the processes that run from it, the journal's rows (not their timestamps),
-    and, on docker, the VM's containers with their state and file changes. Two points with
+    and, on docker, the state and writable-layer files of the VM's containers. Two points with
     the same fingerprint leave the next run the same facts."""
 
     def __init__(self, home: str, skip: str, docker_label: str, settle: float):
@@ -110,8 +114,14 @@ class World:
                 if name.startswith("journal.sqlite") or (self.skip and self.skip.search(rel)):
                     continue
                 try:
-                    with open(path, "rb") as handle:
-                        found.append((rel, hashlib.sha1(handle.read()).hexdigest()))
+                    info = os.lstat(path)
+                    if stat.S_ISLNK(info.st_mode):
+                        found.append((rel, "-> " + os.readlink(path)))
+                    elif not stat.S_ISREG(info.st_mode):
+                        found.append((rel, stat.S_IFMT(info.st_mode)))   # a socket or fifo: never read it
+                    else:
+                        with open(path, "rb") as handle:
+                            found.append((rel, hashlib.sha1(handle.read()).hexdigest()))
                 except OSError:
                     found.append((rel, None))
         return found
@@ -160,17 +170,28 @@ class World:
             self._docker = docker.from_env(timeout=30).api
         found = []
         for row in self._docker.containers(all=True, filters={"label": self.docker_label}):
-            changes = self._docker.diff(row["Id"]) or []
-            found.append((row["Id"], row["State"], sorted((c["Path"], c["Kind"]) for c in changes)))
+            found.append((row["Id"], row["State"], self._container_files(row["Id"])))
         return sorted(found)
+
+    def _container_files(self, container_id: str):
+        """The container's own files (its writable layer): read from the engine's storage when
+        it is on this machine (fast), else through ``docker diff`` (a second or two)."""
+        info = self._docker.inspect_container(container_id)
+        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+        if upper and os.path.isdir(upper):
+            return World(upper, "", "", 0.0)._files()
+        return sorted((c["Path"], c["Kind"]) for c in self._docker.diff(container_id) or [])
 
 
 class Points:
     """Counts the points this process reaches; records or kills at them."""
 
-    def __init__(self, directory: str, kill_at: str, controller_pid: int, world=None):
+    def __init__(self, directory: str, kill_at: str, controller_pid: int, world=None, pause_at: str = "",
+                 pause_s: float = 120.0):
         self.directory = directory
         self.kill_at = kill_at
+        self.pause_at = pause_at
+        self.pause_s = pause_s
         self.controller_pid = controller_pid
         self.world = world      # fingerprints each point (trace runs)
         self.epoch = 0          # commits made by this process so far
@@ -191,6 +212,8 @@ class Points:
         if self.world is not None:
             record["world"] = self.world.fingerprint()
         self._write("trace.jsonl", record, append=True)
+        if name == self.pause_at:
+            self._pause(name)
         if name == self.kill_at:
             self._write("killed.json", {"point": name, "pid": os.getpid(), "at": time.time()}, append=False)
             try:
@@ -198,6 +221,14 @@ class Points:
             finally:
                 os.kill(os.getpid(), signal.SIGKILL)
         return True
+
+    def _pause(self, name: str) -> None:
+        """Hold this run at the point (its lease heartbeat keeps running) until the test
+        creates ``resume`` in the folder, or ``pause_s`` passed."""
+        self._write("paused.json", {"point": name, "pid": os.getpid(), "at": time.time()}, append=False)
+        deadline = time.monotonic() + self.pause_s
+        while not os.path.exists(os.path.join(self.directory, "resume")) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def committed(self, label) -> None:
         self.epoch += 1
@@ -370,4 +401,5 @@ class CallbackModule(CallbackBase):
             world = World(os.environ["CRASHPOINT_WATCH"], os.environ.get("CRASHPOINT_WATCH_SKIP", ""),
                           os.environ.get("CRASHPOINT_WATCH_DOCKER", ""),
                           float(os.environ.get("CRASHPOINT_SETTLE", "0.1")))
-        install(Points(directory, os.environ.get("CRASHPOINT_KILL", ""), os.getpid(), world))
+        install(Points(directory, os.environ.get("CRASHPOINT_KILL", ""), os.getpid(), world,
+                       os.environ.get("CRASHPOINT_PAUSE", ""), float(os.environ.get("CRASHPOINT_PAUSE_S", "120"))))

@@ -300,6 +300,8 @@ class VmService:
         done = row is not None and row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done"
         resolved = row is None or done or (row.terminal and not targets)
         if resolved:
+            # A down killed right after committing Done left the projection saying "running".
+            projection.delete_vm(self.journal, name)
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             result = {"changed": bool(stopped), "state": row.label if row else "absent",

@@ -24,7 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, stages
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local as local_mod
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health, ssh
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck

@@ -13,8 +13,9 @@ import stat
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    SCHEMA_VERSION, Conflict, Journal, JournalError, LeaseHeld, new_owner,
+    SCHEMA_VERSION, Conflict, Journal, JournalError, LeaseHeld,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -24,8 +24,9 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journal as journal_module
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, LeaseHeld, new_owner, owner_alive,
+    APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, LeaseHeld,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner, owner_alive
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 

@@ -13,8 +13,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    JournalError, LeaseHeld, new_owner,
+    JournalError, LeaseHeld,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 
 PREFIX = "k3s:"

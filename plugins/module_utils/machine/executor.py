@@ -29,8 +29,9 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, new_owner,
+    Conflict, Journal,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 
 

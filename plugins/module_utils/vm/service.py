@@ -16,8 +16,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
     CancelToken, Executor, HardCancel, LeaseLost,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld, new_owner,
+    Conflict, Journal, JournalError, LeaseHeld,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (

@@ -14,6 +14,7 @@ import socket
 import uuid
 from typing import Optional, Tuple
 
+
 def _proc_stat(pid: int) -> Optional[Tuple[str, str]]:
     """(state, start time) of ``pid`` from /proc/<pid>/stat (fields 3 and 22), None when no
     such process exists. The command name may hold spaces and ')', so fields are counted

@@ -17,7 +17,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, Provider, ProviderError,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options import (
-    aws as aws_options, docker as docker_options, gcp as gcp_options, local as local_options,
+    aws as aws_options, docker as docker_options, gcp as gcp_options, lambda_cloud as lambda_options,
+    local as local_options, primeintellect as primeintellect_options, runpod as runpod_options,
+    verda as verda_options,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import argument_spec
 
@@ -29,6 +31,11 @@ ADAPTERS = {
     "docker": ("docker", "DockerProvider"),
     "aws": ("aws", "AwsProvider"),
     "gcp": ("gcp", "GcpProvider"),
+    # "lambda" is a Python keyword: the package is lambda_cloud.
+    "lambda": ("lambda_cloud", "LambdaProvider"),
+    "runpod": ("runpod", "RunpodProvider"),
+    "primeintellect": ("primeintellect", "PrimeIntellectProvider"),
+    "verda": ("verda", "VerdaProvider"),
 }
 
 # cloud name -> its option declaration (``cloud_options.<cloud>``)
@@ -37,6 +44,10 @@ OPTION_SPECS = {
     "docker": docker_options.OPTIONS,
     "aws": aws_options.OPTIONS,
     "gcp": gcp_options.OPTIONS,
+    "lambda": lambda_options.OPTIONS,
+    "runpod": runpod_options.OPTIONS,
+    "primeintellect": primeintellect_options.OPTIONS,
+    "verda": verda_options.OPTIONS,
 }
 
 DEFAULT_CLOUD = "local"

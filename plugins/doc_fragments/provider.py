@@ -92,4 +92,20 @@ options:
     description: Ask for spot / preemptible capacity where the cloud has it.
     type: bool
     default: false
+  prefer:
+    description:
+      - The order in which offers are tried.
+      - V(order) keeps the order of O(clouds) (and each cloud's own order, cheapest first on the marketplace
+        clouds).
+      - V(price) orders the offers of every cloud together by hourly price, cheapest first; offers whose cloud
+        reports no price (spot offers on V(aws) and V(gcp)) come last.
+    type: str
+    choices: [order, price]
+    default: order
+  max_price_per_hour:
+    description:
+      - Skip offers dearer than this many US dollars per hour (for the whole instance), and offers whose cloud
+        reports no price. Skipped offers are listed with the reason (M(gpuprov.cloud.offers), the search history).
+      - Unset means no limit.
+    type: float
 """

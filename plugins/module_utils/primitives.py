@@ -34,7 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
-    instance_spec, resource_request, search_clouds, the_cloud,
+    choose_offers, instance_spec, resource_request, search_clouds, search_preferences, the_cloud,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
@@ -55,7 +55,11 @@ def _bundled_adapters():  # pragma: no cover - never called
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import lambda_cloud  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import primeintellect  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import runpod  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import verda  # noqa: F401
 
 
 class _Failed(Exception):
@@ -122,13 +126,14 @@ def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id:
     return _call("load", cloud, registry.get_provider, cloud, options, journal_id)
 
 
-def offer_row(offer: Offer, rank: Optional[int] = None) -> Dict[str, Any]:
-    """An offer as the modules return it (``rank``: its place in a launch's search)."""
+def offer_row(offer: Offer, rank: Optional[int] = None, skip_reason: Optional[str] = None) -> Dict[str, Any]:
+    """An offer as the modules return it (``rank``: its place in a launch's search;
+    ``skip_reason``: why a launch would not try it)."""
     return {"rank": rank, "offer_id": offer.offer_id, "cloud": offer.cloud, "region": offer.region,
             "zone": offer.zone, "instance_type": offer.instance_type, "gpu": offer.gpu,
             "gpu_count": offer.gpu_count, "price_per_hour": offer.price_per_hour, "spot": offer.spot,
             "available": offer.available, "unavailable_reason": offer.unavailable_reason,
-            "detail": dict(offer.detail or {})}
+            "skip_reason": skip_reason, "detail": dict(offer.detail or {})}
 
 
 def instance_row(observed: Observed, where: Location) -> Dict[str, Any]:
@@ -146,7 +151,7 @@ def _table(rows: List[Dict[str, Any]]) -> List[str]:
     for r in rows:
         gpu = "%dx %s" % (r["gpu_count"], r["gpu"]) if r["gpu"] else "-"
         price = "-" if r["price_per_hour"] is None else ("%.4f" % r["price_per_hour"]).rstrip("0").rstrip(".")
-        avail = "yes" if r["available"] else "no: %s" % (r["unavailable_reason"] or "unavailable")
+        avail = "yes" if r["rank"] else "no: %s" % (r["skip_reason"] or r["unavailable_reason"] or "unavailable")
         body.append((str(r["rank"] or "-"), r["cloud"], r["region"], r["zone"] or "-", r["instance_type"], gpu,
                      price + (" spot" if r["spot"] else ""), avail))
     widths = [max(len(line[i]) for line in [head] + body) for i in range(len(head) - 1)]
@@ -158,36 +163,39 @@ def _table(rows: List[Dict[str, Any]]) -> List[str]:
 
 @guarded
 def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
-    """Plan on every cloud of ``clouds``, in order: the offers a launch would try (``rank``)
-    and those it would skip, with why. Never changes anything."""
+    """Plan on every cloud of ``clouds``: the offers a launch would try, in the order it
+    would try them (``rank``, after ``prefer`` and ``max_price_per_hour``), then those it
+    would skip, with why. Never changes anything."""
     del check_mode  # plan makes no change in either mode
     name = validate_vm_name(params.get("name") or PLAN_NAME)
     clouds = search_clouds(params)
     request = resource_request(params, name)
-    rows: List[Dict[str, Any]] = []
+    prefer, max_price = search_preferences(params)
     summary: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
-    rank = 0
+    planned: List[Offer] = []
     for cloud in clouds:
         try:
-            planned = _call("plan", cloud, _provider(cloud, params, clouds).plan, request)
+            found = _call("plan", cloud, _provider(cloud, params, clouds).plan, request)
         except _Failed as exc:
             error = dict(exc.error.to_dict(), cloud=cloud, primitive=exc.primitive)
             errors.append(error)
             summary.append({"cloud": cloud, "offers": 0, "available": 0, "error": error})
             continue
-        for offer in planned:
-            if offer.available:
-                rank += 1
-            rows.append(offer_row(offer, rank if offer.available else None))
-        summary.append({"cloud": cloud, "offers": len(planned), "available": sum(1 for o in planned if o.available),
+        planned.extend(found)
+        summary.append({"cloud": cloud, "offers": len(found), "available": sum(1 for o in found if o.available),
                         "error": None})
+    chosen, skipped = choose_offers(planned, prefer, max_price)
+    rows = [offer_row(offer, rank) for rank, offer in enumerate(chosen, 1)]
+    rows += [offer_row(offer, None, why) for offer, why in skipped]
+    rank = len(chosen)
     if errors and len(errors) == len(clouds):
         reasons = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
         return {"failed": True, "changed": False, "msg": "no cloud could plan this request: " + reasons,
                 "errors": errors, "clouds": summary, "offers": [], "table": []}
     skipped = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
-    msg = "%d offer(s), %d available, from %s" % (len(rows), rank, ", ".join(clouds))
+    msg = "%d offer(s), %d to try%s, from %s" % (
+        len(rows), rank, " by price" if prefer == "price" else "", ", ".join(clouds))
     return {"changed": False, "offers": rows, "available": rank, "clouds": summary, "errors": errors,
             "table": _table(rows), "msg": msg + ("; could not plan %s" % skipped if skipped else "")}
 
@@ -215,11 +223,11 @@ def _select_offer(provider: Provider, params: Dict[str, Any], name: str) -> Offe
         listed = ", ".join(o.offer_id for o in planned[:8]) + (" ..." if len(planned) > 8 else "")
         raise _Failed(_invalid("no %s offer matches %s; set gpu / gpu_count / regions so that plan returns it "
                                "(planned: %s)" % (cloud, asked or "the request", listed or "nothing")), "plan", cloud)
-    usable = [o for o in matches if o.available]
+    prefer, max_price = search_preferences(params)
+    usable, skipped = choose_offers(matches, prefer, max_price)
     if not usable:
-        first = matches[0]
-        raise _Failed(ProviderError(ErrorKind.UNAVAILABLE, "%s: %s" % (
-            first.offer_id, first.unavailable_reason or "unavailable")), "plan", cloud)
+        first, why = skipped[0]
+        raise _Failed(ProviderError(ErrorKind.UNAVAILABLE, "%s: %s" % (first.offer_id, why)), "plan", cloud)
     return usable[0]
 
 

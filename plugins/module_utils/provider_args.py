@@ -48,6 +48,8 @@ REQUEST_SPEC = dict(
     gpu_count=dict(type="int", default=1),
     regions=dict(type="list", elements="str", default=[]),
     spot=dict(type="bool", default=False),
+    prefer=dict(type="str", default="order", choices=["order", "price"]),
+    max_price_per_hour=dict(type="float"),
 )
 
 VM_SETTINGS_SPEC = dict(

@@ -9,11 +9,11 @@ with the parameter's name."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    BootScript, ErrorKind, InstanceSpec, ProviderError, ResourceRequest,
+    BootScript, ErrorKind, InstanceSpec, Offer, ProviderError, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 
@@ -79,3 +79,52 @@ def instance_spec(params: Dict[str, Any], vm_name: str, ssh_public_key: str) -> 
     if ports:
         spec.open_ports = sorted(set(int(p) for p in ports) | {22})
     return spec
+
+
+PREFER = ("order", "price")
+
+
+def search_preferences(params: Dict[str, Any]) -> Tuple[str, Optional[float]]:
+    """How a search orders and filters offers: ``prefer`` (V(order) or V(price)) and
+    ``max_price_per_hour`` (USD, None for no limit)."""
+    prefer = params.get("prefer") or "order"
+    if prefer not in PREFER:
+        raise _invalid("prefer: expected one of %s, got %r" % (", ".join(PREFER), prefer))
+    limit = params.get("max_price_per_hour")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
+            raise _invalid("max_price_per_hour: expected a number of US dollars >= 0, got %r" % (limit,))
+        limit = float(limit)
+    return prefer, limit
+
+
+def choose_offers(planned: List[Offer], prefer: str = "order",
+                  max_price_per_hour: Optional[float] = None) -> Tuple[List[Offer], List[Tuple[Offer, str]]]:
+    """The offers a search tries, in order, and the ones it skips with the reason why.
+
+    ``prefer`` "order" keeps the order of ``clouds`` (each cloud's own order within it);
+    "price" orders every cloud's offers by hourly price, cheapest first, offers of unknown
+    price last (in cloud order). ``max_price_per_hour`` skips dearer offers, and offers whose
+    price the cloud does not report (they cannot be shown to be under it). Offers out of
+    stock are skipped with the vendor's reason."""
+    chosen: List[Offer] = []
+    skipped: List[Tuple[Offer, str]] = []
+    for offer in planned:
+        price = offer.price_per_hour
+        if not offer.available:
+            skipped.append((offer, offer.unavailable_reason or "unavailable"))
+        elif max_price_per_hour is not None and price is None:
+            skipped.append((offer, "the cloud reports no price, and max_price_per_hour is %s"
+                            % _usd(max_price_per_hour)))
+        elif max_price_per_hour is not None and price > max_price_per_hour:
+            skipped.append((offer, "%s/h is above max_price_per_hour %s" % (_usd(price), _usd(max_price_per_hour))))
+        else:
+            chosen.append(offer)
+    if prefer == "price":
+        # sorted() is stable: equal prices keep the order of clouds.
+        chosen = sorted(chosen, key=lambda o: (o.price_per_hour is None, o.price_per_hour or 0.0))
+    return chosen, skipped
+
+
+def _usd(amount: float) -> str:
+    return "$" + ("%.4f" % amount).rstrip("0").rstrip(".")

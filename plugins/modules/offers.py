@@ -68,17 +68,32 @@ EXAMPLES = r"""
 - name: The cheapest available offer
   ansible.builtin.debug:
     msg: "{{ h100.offers | selectattr('available') | rejectattr('price_per_hour', 'none') | sort(attribute='price_per_hour') | first }}"
+
+- name: A dry run of a price-ordered search under $3 an hour across the marketplaces
+  gpuprov.cloud.offers:
+    clouds: [lambda, runpod, primeintellect, verda]
+    gpu: H100
+    prefer: price
+    max_price_per_hour: 3.0
+  delegate_to: localhost
+  register: cheap_h100
+
+- name: Why each offer would be skipped
+  ansible.builtin.debug:
+    msg: "{{ cheap_h100.offers | rejectattr('rank') | map(attribute='skip_reason') | list }}"
 """
 
 RETURN = r"""
 offers:
-  description: Every planned offer, in the order a launch would consider them.
+  description:
+    - Every planned offer, those a launch would try first, in the order it would try them (O(prefer)), then
+      those it would skip (out of stock, or above O(max_price_per_hour)) with the reason.
   returned: success
   type: list
   elements: dict
   contains:
     rank:
-      description: Place of the offer in a launch's search (1 = tried first); null when unavailable.
+      description: Place of the offer in a launch's search (1 = tried first); null when a launch would skip it.
       type: int
       returned: always
       sample: 1
@@ -95,11 +110,19 @@ offers:
     gpu_count: {description: GPUs per instance., type: int, returned: always, sample: 8}
     price_per_hour: {description: "On-demand USD per hour where known, else null.", type: float, returned: always}
     spot: {description: Whether it is spot / preemptible capacity., type: bool, returned: always}
-    available: {description: Whether a launch would try it., type: bool, returned: always}
-    unavailable_reason: {description: Why it is not available., type: str, returned: always}
+    available: {description: "Whether the cloud has capacity for it now (its live stock, where it reports one).",
+                type: bool, returned: always}
+    unavailable_reason: {description: "The cloud's reason it is out of stock; null when available.", type: str,
+                         returned: always}
+    skip_reason:
+      description: "Why a launch would skip it: the cloud's out-of-stock reason, or a price above
+        O(max_price_per_hour); null when a launch would try it."
+      type: str
+      returned: always
+      sample: "$3.29/h is above max_price_per_hour $2"
     detail: {description: "Adapter-specific facts (vCPUs, memory, accelerator type...).", type: dict, returned: always}
 available:
-  description: Number of available offers.
+  description: Number of offers a launch would try.
   returned: success
   type: int
 clouds:

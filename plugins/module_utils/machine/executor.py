@@ -55,13 +55,22 @@ class Poll:
         self.note = note
 
 
+# The longest server-requested delay (Retry-After) a retry honours; a longer one is capped
+# so that a misbehaving rate limiter cannot park a launch for hours.
+MAX_RETRY_AFTER_S = 300.0
+
+
 class Retry:
-    """Transient failure: same state, backoff, one unit of the retry budget consumed."""
+    """Transient failure: same state, backoff, one unit of the retry budget consumed.
 
-    __slots__ = ("error",)
+    ``after`` is the delay the server asked for (a 429's Retry-After): the backoff is at
+    least that long (up to MAX_RETRY_AFTER_S), never shorter."""
 
-    def __init__(self, error: str):
+    __slots__ = ("error", "after")
+
+    def __init__(self, error: str, after: Optional[float] = None):
         self.error = error
+        self.after = after
 
 
 class LeaseLost(Exception):
@@ -349,6 +358,8 @@ class Executor:
                     transitions += 1
                 else:
                     delay = policy.backoff(attempts, self.rng)
+                    if result.after:
+                        delay = max(delay, min(float(result.after), MAX_RETRY_AFTER_S))
                     self._emit("retry", label=machine.label(state), error=result.error,
                                attempt=attempts, max_attempts=policy.max_attempts, delay=delay)
                     wait(delay)

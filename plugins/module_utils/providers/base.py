@@ -77,7 +77,11 @@ DEFAULT_BLOCK_SCOPE = {
 
 
 class ProviderError(Exception):
-    """A classified adapter failure. ``block`` overrides the kind's default scope."""
+    """A classified adapter failure. ``block`` overrides the kind's default scope;
+    ``retry_after`` is the delay in seconds the vendor asked for before a retry (a 429's
+    Retry-After), None when it asked for none."""
+
+    retry_after: Optional[float] = None
 
     def __init__(self, kind: str, msg: str, block: Optional[str] = None):
         if kind not in ErrorKind.ALL:

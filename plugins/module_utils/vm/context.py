@@ -40,6 +40,9 @@ class VmSettings:
     boot_script_is_k3s: bool = False
     # A journalled VM that does not match the request is torn down and made anew (else: an error).
     recreate: bool = False
+    # The search's order ("order": that of clouds; "price": cheapest first) and price ceiling (USD/h).
+    prefer: str = "order"
+    max_price_per_hour: Optional[float] = None
 
 
 class VmContext:

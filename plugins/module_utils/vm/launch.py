@@ -25,7 +25,7 @@ Recovery points (seed 004), per transition:
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     Machine, Next, Poll, Retry,
@@ -34,6 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import HostKeyMismatch, SshNotReady
 
@@ -238,7 +239,7 @@ class LaunchMachine(Machine):
     def _handle(self, state: Dict[str, Any], exc: ProviderError, created: bool):
         """Map a classified failure of an attempt state to the core's action."""
         if exc.kind == ErrorKind.TRANSIENT:
-            return Retry(str(exc))
+            return Retry(str(exc), after=exc.retry_after)
         if exc.fatal:
             return Next(self._compensate(state, "Aborted", exc.to_dict()), str(exc))
         if exc.kind == ErrorKind.UNAVAILABLE and not created:
@@ -294,31 +295,29 @@ class LaunchMachine(Machine):
         # cloud call can make something: later steps and ``down`` look where it was made.
         for cloud, options in sorted(self.ctx.adopt_current_options().items()):
             cx.journal.set_options(cx.key, cx.owner, cloud, options)
-        offers: List[Dict[str, Any]] = []
+        planned: List[Offer] = []
         history: List[Dict[str, Any]] = []
         errors: List[ProviderError] = []
-        transient: List[str] = []
+        transient: List[Tuple[str, ProviderError]] = []
         for cloud in settings.clouds:
             try:
-                planned = self.ctx.provider(cloud).plan(settings.request)
+                planned.extend(self.ctx.provider(cloud).plan(settings.request))
             except ProviderError as exc:
                 if exc.kind == ErrorKind.TRANSIENT:
-                    transient.append("plan %s: %s" % (cloud, exc))
-                    history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
-                    continue
-                errors.append(exc)
-                history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
-                continue
-            for offer in planned:
-                if offer.available:
-                    offers.append(offer.to_dict())
+                    transient.append((cloud, exc))
                 else:
-                    history.append({"offer": offer.offer_id, "outcome": "unavailable",
-                                    "error": _error(ErrorKind.UNAVAILABLE, offer.unavailable_reason or "unavailable")})
+                    errors.append(exc)
+                history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
+        chosen, skipped = choose_offers(planned, settings.prefer, settings.max_price_per_hour)
+        offers = [offer.to_dict() for offer in chosen]
+        history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
+                        "error": _error(ErrorKind.UNAVAILABLE, reason)} for offer, reason in skipped)
         search = {"offers": offers, "cursor": 0, "blocked": [], "history": history, "round": state.get("round", 0)}
         if transient and not offers:
-            # Only retry planning when no other cloud has an offer to try meanwhile.
-            return Retry("; ".join(transient))
+            # Only retry planning when no other cloud has an offer to try meanwhile, no sooner
+            # than the slowest Retry-After asked.
+            return Retry("; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in transient),
+                         after=max(exc.retry_after or 0 for _cloud, exc in transient) or None)
         if not offers:
             if errors and all(e.fatal for e in errors):
                 return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in errors), "targets": []},

@@ -51,6 +51,7 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
         clouds = request_params.search_clouds(params)
         request = request_params.resource_request(params, name)
         spec = request_params.instance_spec(params, name, public_key)
+        prefer, max_price = request_params.search_preferences(params)
     except ProviderError as exc:
         raise InvalidParameters(exc.msg)
     for field in ("boot_timeout", "ssh_timeout", "teardown_timeout"):
@@ -67,7 +68,7 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       ssh_timeout=float(params.get("ssh_timeout") or 300),
                       teardown_timeout=float(params.get("teardown_timeout") or 600),
                       boot_script_is_k3s=params.get("k8s") is not False,
-                      recreate=bool(params.get("recreate")))
+                      recreate=bool(params.get("recreate")), prefer=prefer, max_price_per_hour=max_price)
 
 
 def k8s_plan(ctx: VmContext, wanted: Optional[bool]) -> Dict[str, Any]:

@@ -107,7 +107,7 @@ class TeardownMachine(Machine):
                 # the resources may still bill. Say so now, never a silent Done.
                 return Next(self._leaked(state, state["targets"], "teardown cannot proceed: %s" % exc), str(exc))
             # Anything else is retried within the budget; its exhaustion ends in Leaked.
-            return Retry(str(exc))
+            return Retry(str(exc), after=exc.retry_after)
 
     def _observe_all(self, state: Dict[str, Any]):
         """[(target, [Observed])] for every target location: only what this journal may

@@ -1,0 +1,238 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""RunPod adapter, on RunPod's REST API v2 (``https://api.runpod.io/v2``) and the shared
+REST client. No SDK: runpod-python speaks GraphQL and REST v1, and v2 needs nothing
+beyond JSON over HTTPS with a bearer key.
+
+Options: ``cloud_options.runpod`` (providers/cloud_options/runpod.py); the key falls back
+to ``RUNPOD_API_KEY``.
+
+* ``plan``: ``GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=...``.
+  One offer per GPU type x data center: region = the data center id, price = the
+  per-GPU list price x count, unavailable (with the reason) where the stock level is
+  NONE. A GPU type in stock nowhere gives one unavailable offer in region ``any``.
+* ``prepare``: makes nothing. The controller's key goes into the pod's environment as
+  ``PUBLIC_KEY`` (the convention RunPod's images start sshd from; create's ``startSsh``
+  fills it from the account's keys only when the request does not set it), with the
+  comment ``gpuprov-<vm>-<fingerprint>``. The account key list is never written: its
+  only write is a full-replacement PUT with no concurrency control, which would race
+  other controllers and the user's own edits. RunPod has no firewall API: pod ports
+  are public, and ``allowed_cidrs`` cannot be enforced.
+* ``create``: one ``POST /v2/pods`` named after the VM, its identity in the env
+  (``GPUPROV_VM_NAME``, ``GPUPROV_JOURNAL_ID``: pods have no tags), ``ports``
+  holding ``22/tcp`` plus the spec's other ports, placed in the offer's data center.
+* ``observe``: ``GET /v2/pods``, filtered on the name and the env's VM name; the
+  endpoint is ``ssh.direct`` (or the runtime mapping of private 22/tcp) once RUNNING.
+* ``delete``: ``DELETE /v2/pods/{id}`` (404 = already gone). ``cleanup``: nothing to
+  remove, nothing was registered.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, Status,
+    validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.runpod import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
+    MALFORMED_BODY, BearerToken, RestClient, RestError,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod import catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod.errors import CREATE_RULES, RULES
+
+STATUS_MAP = {
+    "PROVISIONING": Status.PENDING, "STARTING": Status.PENDING, "RUNNING": Status.RUNNING,
+    "EXITED": Status.STOPPED, "ERROR": Status.FAILED,
+}
+# Permanently deleted: reported as gone.
+GONE = "TERMINATED"
+ANY_REGION = "any"
+
+
+class RunpodProvider(TypedOptionsProvider):
+    name = "runpod"
+    option_spec = OPTIONS
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
+        auth = BearerToken(self.options["api_key"], option="api_key")
+        self.api = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=RULES)
+        # The same API, with the create table (placement failures belong to the offer).
+        self.create_api = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=CREATE_RULES)
+
+    def capabilities(self) -> Capabilities:
+        # Pods are containers: no k3s, and no boot script (the container start command would
+        # replace the image's own, which starts sshd); the core runs scripts over SSH instead.
+        return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
+                            boot_timeout_s=self.options["boot_timeout_s"],
+                            poll_interval_s=self.options["poll_interval_s"])
+
+    # -- plan ------------------------------------------------------------------------
+
+    def _malformed(self, where: str, what: str) -> RestError:
+        return RestError(ErrorKind.FAILED, "runpod %s: %s" % (where, what), status=200, code=MALFORMED_BODY)
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        gpu = canonical_gpu(request.gpu)
+        if gpu is None:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: the runpod cloud provisions GPU pods; name a gpu")
+        if request.spot:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "spot: RunPod's REST API v2 has no interruptible pods")
+        count = int(request.gpu_count or 1)
+        tier = self.options["cloud_type"]
+        params = {"include": "AVAILABILITY", "product": "POD", "count": count, "cloud": tier}
+        if self.options["min_cuda_version"]:
+            params["minCudaVersion"] = self.options["min_cuda_version"]
+        body = self.api.get("catalog/gpus", params=params)
+        gpus = body.get("gpus") if isinstance(body, dict) else None
+        if not isinstance(gpus, list):
+            raise self._malformed("GET /v2/catalog/gpus", "expected {\"gpus\": [...]}")
+        regions = [r for r in (request.regions or self.options["regions"] or []) if r]
+        offers: List[Offer] = []
+        ceilings = []
+        for gpu_type in gpus:
+            if not isinstance(gpu_type, dict) or catalog.canonical(gpu_type.get("id")) != gpu:
+                continue
+            key = tier.lower()
+            ceiling = (gpu_type.get("maxCount") or {}).get(key) or 0
+            if not gpu_type.get(key) or not ceiling:
+                continue  # not sold in this tier
+            ceilings.append((ceiling, gpu_type["id"]))
+            if count > ceiling:
+                continue
+            offers.extend(self._offers(gpu_type, gpu, count, tier, regions))
+        if not offers:
+            if ceilings:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: RunPod's %s cloud has at most %s" % (
+                    tier, ", ".join("%d x %s" % c for c in sorted(ceilings, reverse=True))))
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: RunPod's %s cloud has no %s pods" % (tier, gpu))
+        return sorted(offers, key=lambda o: (not o.available, o.price_per_hour is None, o.price_per_hour or 0.0,
+                                             catalog.AVAILABILITY_RANK.get(o.detail["availability"], 9),
+                                             o.region, o.instance_type))
+
+    def _offers(self, gpu_type: Dict[str, Any], gpu: str, count: int, tier: str, regions: List[str]) -> List[Offer]:
+        """One offer per data center of one GPU type (or per asked-for region without stock)."""
+        unit = (gpu_type.get("price") or {}).get(tier.lower())
+        price = round(float(unit) * count, 6) if isinstance(unit, (int, float)) else None
+        stock = {dc.get("id"): dc.get("availability") or "NONE"
+                 for dc in gpu_type.get("dataCenters") or [] if isinstance(dc, dict) and dc.get("id")}
+        wanted = regions or sorted(stock) or [ANY_REGION]
+        offers = []
+        for region in wanted:
+            level = stock.get(region, "NONE")
+            where = "any data center" if region == ANY_REGION else region
+            offers.append(Offer(
+                cloud=self.name, region=region, instance_type=catalog.instance_type(gpu_type["id"], count),
+                gpu=gpu, gpu_count=count, price_per_hour=price, available=level != "NONE",
+                unavailable_reason=None if level != "NONE" else (
+                    "RunPod reports no stock of %s x%d in %s (%s cloud, availability NONE)"
+                    % (gpu_type["id"], count, where, tier)),
+                detail={"gpu_type_id": gpu_type["id"], "gpu_count": count, "cloud_type": tier,
+                        "availability": level}))
+        return offers
+
+    # -- prepare / create --------------------------------------------------------------
+
+    def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
+        vm = validate_vm_name(spec.vm_name)
+        key = catalog.key_line(vm, spec.ssh_public_key)
+        # Nothing is made: the key travels in the pod's environment (see the module docstring).
+        return {"ssh_key_name": key["name"], "public_key": key["line"],
+                "ports": ["%d/tcp" % port for port in tcp_ports(spec.open_ports)]}
+
+    def _pod_body(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> Dict[str, Any]:
+        detail = offer.detail or {}
+        gpu = {"id": detail.get("gpu_type_id"), "count": int(detail.get("gpu_count") or offer.gpu_count or 1)}
+        if not gpu["id"]:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "offer: %s names no RunPod GPU type" % offer.offer_id)
+        if self.options["min_cuda_version"]:
+            gpu["minCudaVersion"] = self.options["min_cuda_version"]
+        env = {catalog.PUBLIC_KEY_ENV: prepared.get("public_key") or catalog.key_line(
+            spec.vm_name, spec.ssh_public_key)["line"], catalog.VM_NAME_ENV: spec.vm_name}
+        if self.journal_id:
+            env[catalog.JOURNAL_ID_ENV] = self.journal_id
+        body = {
+            "name": spec.vm_name, "image": self.options["image"], "gpu": gpu,
+            "cloud": detail.get("cloud_type") or self.options["cloud_type"],
+            "disk": self.options["container_disk_gb"],
+            "ports": list(prepared.get("ports") or ["%d/tcp" % p for p in tcp_ports(spec.open_ports)]),
+            "env": env, "startSsh": True,
+        }
+        if offer.region and offer.region != ANY_REGION:
+            body["dataCenterIds"] = [offer.region]
+        if self.options["volume_gb"]:
+            body["mounts"] = {"persistent": {"size": self.options["volume_gb"], "path": self.options["volume_path"]}}
+        return body
+
+    def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        validate_vm_name(spec.vm_name)
+        pod = self.create_api.post("pods", json=self._pod_body(offer, prepared, spec))
+        pod_id = pod.get("id") if isinstance(pod, dict) else None
+        if not isinstance(pod_id, str) or not pod_id:
+            # The pod may exist: observe finds it by name, and the core adopts or deletes it.
+            raise self._malformed("POST /v2/pods", "the reply names no pod id")
+        return pod_id
+
+    # -- observe / delete / cleanup ------------------------------------------------------
+
+    def _pods(self, vm: str) -> List[Dict[str, Any]]:
+        body = self.api.get("pods")
+        pods = body.get("pods") if isinstance(body, dict) else None
+        if not isinstance(pods, list):
+            raise self._malformed("GET /v2/pods", "expected {\"pods\": [...]}")
+        return [pod for pod in pods if isinstance(pod, dict) and pod.get("name") == vm
+                and isinstance(pod.get("env"), dict) and pod["env"].get(catalog.VM_NAME_ENV) == vm]
+
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        vm = validate_vm_name(vm_name)
+        out = []
+        for pod in self._pods(vm):
+            placed = pod.get("dataCenterId")
+            if location.region != ANY_REGION and placed and placed != location.region:
+                continue  # another attempt's pod, observed at its own location
+            vendor_status = pod.get("status")
+            if vendor_status == GONE or not isinstance(pod.get("id"), str):
+                continue
+            status = STATUS_MAP.get(vendor_status, Status.PENDING)
+            endpoint = catalog.ssh_endpoint(pod) if status == Status.RUNNING else None
+            reason = None
+            if status != Status.RUNNING:
+                reason = "RunPod status %s" % vendor_status
+            elif endpoint is None:
+                reason = "RUNNING, no public mapping of 22/tcp yet"
+            out.append(Observed(instance_id=pod["id"], status=status, reason=reason, endpoint=endpoint,
+                                location=Location(self.name, placed or location.region),
+                                journal_id=pod["env"].get(catalog.JOURNAL_ID_ENV) or None))
+        return out
+
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        validate_vm_name(vm_name)
+        for pod_id in instance_ids:
+            self.api.delete("pods/%s" % pod_id, allow_status=(404,))
+
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        # prepare registers nothing (the key rides in the pod's env): nothing to remove.
+        validate_vm_name(vm_name)
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """observe plus RunPod's own fields (status, data center, cost, image, CUDA) per pod."""
+        vm = validate_vm_name(vm_name)
+        pods = {pod.get("id"): pod for pod in self._pods(vm)}
+        found = self.observe(location, vm)
+        instances, findings = [], []
+        for seen in found:
+            pod = pods.get(seen.instance_id) or {}
+            vendor = {k: pod.get(k) for k in ("status", "dataCenterId", "cost", "image", "cudaVersion", "gpu",
+                                              "cloud", "createdAt", "startedAt", "actions")}
+            instances.append(dict(seen.to_dict(), vendor=vendor))
+            if pod.get("status") in ("EXITED", "ERROR"):
+                findings.append("pod %s is %s (container stopped); it bills its storage until deleted"
+                                % (seen.instance_id, pod["status"]))
+        findings.append("RunPod pods have no firewall: their public ports are open to every address")
+        return {"instances": instances, "findings": findings}

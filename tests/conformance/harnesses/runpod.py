@@ -1,0 +1,112 @@
+"""Conformance harness for the runpod adapter: the adapter's own REST client against the
+RunPod v2 fake in tests/fakes/runpod_api.py (a real sshd behind each running pod).
+
+Errors are injected as RunPod answers them (problem JSON on the primitive's next call):
+
+================  ==============================================  ==========================
+kind              how                                             primitives
+================  ==============================================  ==========================
+Transient         429 with Retry-After                            plan, create, observe, delete
+Credentials       401 invalid bearer token                        plan, create, observe, delete
+InvalidRequest    plan: 400 (include without product);            plan, create
+                  create: 422 with validation errors
+Capacity          create: 400 "no longer any instances available" create
+Quota             create: 402 insufficient balance                create
+Unavailable       create: 403 pool access                         create
+Failed            a 200 whose body is not JSON                    plan, observe
+================  ==============================================  ==========================
+
+prepare and cleanup make no API call (the key rides in the pod's env), so nothing can
+make them fail; those combinations skip with the reason.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterable, List, Optional, Set
+
+import pytest
+
+pytest.importorskip("requests")
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
+    ErrorKind, InstanceSpec, Location, ResourceRequest,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod import RunpodProvider  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import RunpodApiFake, problem  # noqa: E402
+
+K = ErrorKind
+CALLS = {"plan": "catalog.gpus", "create": "pods.create", "observe": "pods.list", "delete": "pods.delete"}
+
+
+class RunpodHarness(Harness):
+    cloud = "runpod"
+
+    def __init__(self, root: str):
+        self.fake = RunpodApiFake(root)
+        self.provider = RunpodProvider({"api_url": self.fake.api_url, "api_key": self.fake.token},
+                                       journal_id=uuid.uuid4().hex)
+        self.request = ResourceRequest(vm_name="conf-runpod", gpu="RTX4090", gpu_count=1)
+        self.spec = InstanceSpec(
+            vm_name="conf-runpod", allowed_cidrs=["198.51.100.7/32"],
+            ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f conf@runpod")
+
+    def error_kinds(self) -> Iterable[str]:
+        return (K.TRANSIENT, K.CAPACITY, K.QUOTA, K.UNAVAILABLE, K.FAILED, K.INVALID_REQUEST, K.CREDENTIALS)
+
+    def inject_error(self, primitive: str, kind: str) -> None:
+        if primitive not in ("plan", "prepare", "create", "observe", "delete", "cleanup"):
+            raise ValueError("unknown primitive %r" % (primitive,))
+        key = CALLS.get(primitive)
+        if key is None:
+            pytest.skip("runpod's %s makes no API call: nothing can fail it" % primitive)
+        if kind == K.TRANSIENT:
+            self.fake.rate_limit(key, retry_after=7)
+        elif kind == K.CREDENTIALS:
+            self.fake.fail_next(key, problem(401, "invalid bearer token"))
+        elif (primitive, kind) == ("plan", K.INVALID_REQUEST):
+            self.fake.fail_problem(key, 400, "product is required with include=AVAILABILITY, and valid only with it")
+        elif (primitive, kind) == ("create", K.INVALID_REQUEST):
+            self.fake.fail_problem(key, 422, "Request validation failed.",
+                                   errors=["$: additional properties 'bogus' not allowed"])
+        elif (primitive, kind) == ("create", K.CAPACITY):
+            self.fake.fail_capacity()
+        elif (primitive, kind) == ("create", K.QUOTA):
+            self.fake.fail_balance()
+        elif (primitive, kind) == ("create", K.UNAVAILABLE):
+            self.fake.fail_pool_access()
+        elif kind == K.FAILED and primitive in ("plan", "observe"):
+            self.fake.malformed(key)
+        else:
+            pytest.skip("the runpod fake has no honest way to make %s raise %s" % (primitive, kind))
+
+    def clear_errors(self) -> None:
+        self.fake.clear_faults()
+
+    def settle(self, location: Location, instance_id: str) -> None:
+        self.fake.settle(instance_id)
+
+    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
+        """A pod RunPod has accepted and not started: PROVISIONING, no ssh.direct."""
+        fresh = self.new_provider()
+        offer = fresh.plan(self.request)[0]
+        return fresh.create(offer, fresh.prepare(offer, spec), spec)
+
+    def resources(self) -> Set[str]:
+        with self.fake.lock:
+            return ({"pod:%s" % pod_id for pod_id in self.fake.pods}
+                    | {"account-key:%s" % key for key in self.fake.account_keys})
+
+    def instance_ids(self) -> List[str]:
+        return self.fake.live_pod_ids()
+
+    def unknown_instance_id(self) -> str:
+        return "zzzzzzzzzzzzzz"
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+def make_harness(tmp_path_factory) -> RunpodHarness:
+    return RunpodHarness(str(tmp_path_factory.mktemp("runpod")))

@@ -75,6 +75,13 @@ vms:
     leaked: {description: Whether its teardown failed., type: bool, returned: always}
     targets: {description: Locations and ids that may still exist when leaked., type: list, returned: always}
     last_transitions: {description: Latest transitions with time and note., type: list, returned: always}
+    price_per_hour: {description: "Hourly price in US dollars of a Ready VM, where its cloud reports one.",
+                     type: float, returned: always, sample: 2.49}
+    search:
+      description: "How the VM's last search went: C(offer) (n) of C(of) (m), its C(offer_id) and
+        C(price_per_hour), and C(skipped), why each earlier offer or cloud was skipped; null without a search."
+      type: dict
+      returned: always
 leaked:
   description: Names of leaked VMs.
   returned: always

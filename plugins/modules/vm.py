@@ -168,6 +168,8 @@ vm:
     host_key_fingerprint: {description: SHA256 fingerprint of the pinned host key., type: str, returned: always}
     status: {description: VM status., type: str, returned: always, sample: running}
     reused: {description: Whether an already running VM was reused., type: bool, returned: always}
+    price_per_hour: {description: "The offer's hourly price in US dollars, where the cloud reports one.", type: float,
+                     returned: always, sample: 2.49}
 connection:
   description: Connection variables for the VM (host, port, user, key, pinned host key options).
   returned: success and O(state=present)
@@ -191,6 +193,20 @@ ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)
   type: str
+search:
+  description:
+    - Where this run's search ended, for people; null when the VM was reused without a search.
+  returned: O(state=present)
+  type: dict
+  contains:
+    offer: {description: "The place of the offer taken (or last tried) in the search, from 1.", type: int, sample: 2}
+    of: {description: The number of offers the search could try., type: int, sample: 5}
+    offer_id: {description: That offer's id., type: str, sample: "runpod:US-TX-3:NVIDIA H100 80GB HBM3"}
+    price_per_hour: {description: "Its hourly price in US dollars, where known.", type: float}
+    skipped:
+      description: "Each offer or cloud skipped before it, as C(<offer> (<outcome>): <why>)."
+      type: list
+      elements: str
 history:
   description: The attempts of the search, each offer with its outcome and classified error.
   returned: O(state=present)

@@ -13,7 +13,16 @@ def _journal_with_rows(path):
     journal = Journal(str(path))
     owner = "test:1:x"
     version = journal.begin("up1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
-    journal.transition("up1", owner, version, {"kind": "Ready", "vm": {}}, "Ready", True, "Reconciling", "SSH login OK")
+    search = {"offers": [{"cloud": "lambda", "region": "us-east-1", "instance_type": "gpu_1x_h100_pcie",
+                          "price_per_hour": 2.49},
+                         {"cloud": "aws", "region": "us-east-1", "instance_type": "p5.4xlarge", "price_per_hour": 6.88}],
+              "cursor": 1, "blocked": [], "round": 0,
+              "history": [{"offer": "runpod", "outcome": "skipped",
+                           "error": {"kind": "Transient", "msg": "429 Too Many Requests", "block": None}},
+                          {"offer": "lambda:us-east-1:gpu_1x_h100_pcie", "outcome": "Capacity",
+                           "error": {"kind": "Capacity", "msg": "Not enough capacity", "block": "offer"}}]}
+    journal.transition("up1", owner, version, {"kind": "Ready", "vm": {"price_per_hour": 6.88}, "search": search},
+                       "Ready", True, "Reconciling", "SSH login OK")
     journal.release("up1", owner)
     projection.upsert_vm(journal, "up1", cloud="aws", region="us-east-1", instance_id="i-1",
                          ssh_host="203.0.113.1", ssh_port=22, status="running", stage="Ready")
@@ -41,7 +50,13 @@ def test_table_lists_vms_and_calls_out_leaked_ones(tmp_path):
     assert by_name["gone1"]["leaked"] and by_name["gone1"]["targets"][0]["instance_ids"] == ["i-2"]
     assert result["leaked"] == ["gone1"]
     table = "\n".join(result["table"])
-    assert table.splitlines()[0].split() == ["NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "UPDATED"]
+    assert table.splitlines()[0].split() == ["NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "$/H",
+                                             "UPDATED"]
+    assert by_name["up1"]["price_per_hour"] == 6.88
+    assert any(line.startswith("up1 ") and " 6.88 " in line for line in table.splitlines())
+    assert by_name["gone1"]["price_per_hour"] is None and by_name["gone1"]["search"] is None
+    assert ("SEARCH up1: offer 2 of 2 (aws:us-east-1:p5.4xlarge); skipped before it: runpod (skipped): 429 Too Many "
+            "Requests; lambda:us-east-1:gpu_1x_h100_pcie (Capacity): Not enough capacity") in table
     assert "LEAKED gone1: instances still present after 600 s" in table
     assert "gpuprov.cloud.down -e vm=gone1" in table
     assert "Compensating/AwaitingGone -> Leaked teardown failed" in table

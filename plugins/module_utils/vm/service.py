@@ -27,6 +27,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
@@ -222,6 +223,7 @@ class VmService:
         result: Dict[str, Any] = {
             "changed": changed, "state": outcome.label, "journal": self.journal.path,
             "history": (state.get("search") or {}).get("history", []),
+            "search": search_summary(state.get("search")),
             "events": [{k: e[k] for k in ("event", "from", "to", "note", "at")} for e in run_events],
         }
         if state["kind"] == "Ready":
@@ -341,4 +343,4 @@ def _vm_result(vm: Dict[str, Any], status: str, reused: bool) -> Dict[str, Any]:
             "gpu_count": vm.get("gpu_count"), "ssh_host": vm["ssh"]["host"], "ssh_port": vm["ssh"]["port"],
             "ssh_user": vm["ssh"]["user"], "host_key_alias": vm["host_key_alias"],
             "host_key_fingerprint": vm.get("host_key_fingerprint"), "status": status,
-            "reused": reused}
+            "price_per_hour": vm.get("price_per_hour"), "reused": reused}

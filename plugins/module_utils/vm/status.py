@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
 
 
 # Journal keys of gpuprov.cloud.instance state=absent teardowns (vm/instance_teardown.py); a
@@ -35,6 +36,19 @@ def _when(at: Optional[float]) -> str:
     if not at:
         return "-"
     return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Where a search stands, for people: the offer it is at (n of m) and why each earlier
+    offer or cloud was skipped. None when there was no search (a reused VM)."""
+    if not search or not search.get("offers"):
+        return None
+    current = search["offers"][search["cursor"]]
+    skipped = ["%s (%s): %s" % (h["offer"], h["outcome"], h["error"]["msg"])
+               for h in search.get("history", []) if h.get("error")]
+    return {"offer": search["cursor"] + 1, "of": len(search["offers"]),
+            "offer_id": Offer.from_dict(current).offer_id, "price_per_hour": current.get("price_per_hour"),
+            "skipped": skipped}
 
 
 def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) -> Dict[str, Any]:
@@ -63,6 +77,10 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) 
                 "last_transitions": [{"at": _when(e["at"]), "from": e["from"], "to": e["to"], "note": e["note"],
                                       "event": e["event"]}
                                      for e in events[-last:]],
+                # What the VM costs (where its cloud reports a price) and how its search went.
+                "price_per_hour": (row.state.get("vm") or {}).get("price_per_hour")
+                if row.state.get("kind") == "Ready" else None,
+                "search": search_summary(row.state.get("search")),
                 # The k3s stage (gpuprov.cloud.k3s role), e.g. "k3s:Validating", and its facts.
                 "stage": vm.get("stage"),
                 "k3s": (vm.get("detail") or {}).get("k3s") if isinstance(vm.get("detail"), dict) else None,
@@ -76,19 +94,26 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) 
 def format_table(vms: List[Dict[str, Any]]) -> List[str]:
     if not vms:
         return ["no VMs in the journal"]
-    header = ("NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "UPDATED")
+    header = ("NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "$/H", "UPDATED")
     rows = [header]
     for vm in vms:
         where = "/".join(p for p in (vm["cloud"], vm["region"]) if p) or "-"
         endpoint = "%s:%s" % (vm["ssh_host"], vm["ssh_port"]) if vm["ssh_host"] else "-"
         state = vm["state"] + (" (running now)" if vm["in_progress"] else "")
-        rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, vm["updated_at"]))
+        price = "-" if vm.get("price_per_hour") is None else ("%.4f" % vm["price_per_hour"]).rstrip("0").rstrip(".")
+        rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, price,
+                     vm["updated_at"]))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for vm in vms:
         if vm["leaked"]:
             lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: %s"
                          % (vm["name"], vm["reason"], vm["targets"], _hint(vm["name"])))
+        search = vm.get("search")
+        if search:
+            lines.append("SEARCH %s: offer %d of %d (%s)%s" % (
+                vm["name"], search["offer"], search["of"], search["offer_id"],
+                "; skipped before it: " + "; ".join(search["skipped"]) if search["skipped"] else ""))
         if (vm.get("stage") or "").startswith("k3s:"):
             k3s = vm.get("k3s") or {}
             lines.append("K3S %s: %s%s" % (vm["name"], vm["stage"][len("k3s:"):],

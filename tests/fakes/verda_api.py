@@ -1,0 +1,421 @@
+"""A fake of Verda's (formerly DataCrunch's) public API v1, on the marketplace fake base.
+
+Paths and shapes as verda-cloud/sdk-python calls them (the adapter's ``api_url`` is
+``fake.url + "/v1"``): ``POST /oauth2/token`` (client credentials, JSON), then a bearer
+token on ``/instance-types``, ``/instance-availability``, ``/instances`` (create answers
+the new id as plain text; ``PUT`` runs an action), ``/sshkeys``, ``/scripts`` and
+``/locations``. Errors are Verda's ``{"code", "message"}`` bodies.
+
+Lifecycle: a new instance reads ``ordered``, then ``provisioning``, then ``running`` with
+an ``ip`` once ``boot_polls`` reads have happened; a deleted one reads ``deleting`` for
+``boot_polls`` reads, then is gone (its OS volume with it). Verda reports only an IP
+(the port is the image's), so each running instance gets its own loopback address
+``127.0.0.N`` with a forwarder on the fake's one ``ssh_port`` to a real sshd (the local
+cloud's machinery) that authorises the instance's registered keys.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import threading
+import uuid
+from typing import Any, Dict, List, Optional, Set
+
+from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, Reply, route
+
+CLIENT_ID = "fake-client-id"
+CLIENT_SECRET = "fake-client-secret"
+LOCATIONS = [
+    {"code": "FIN-01", "name": "Finland 1", "country_code": "FI"},
+    {"code": "FIN-03", "name": "Finland 3", "country_code": "FI"},
+    {"code": "ICE-01", "name": "Iceland 1", "country_code": "IS"},
+]
+ACTIONS = ("boot", "start", "shutdown", "force_shutdown", "delete", "discontinue", "hibernate", "restore",
+           "configure_spot", "delete_stuck", "deploy", "transfer")
+CREATE_REQUIRED = ("instance_type", "image", "hostname", "description")
+CREATE_OPTIONAL = ("ssh_key_ids", "startup_script_id", "location_code", "os_volume", "volumes", "existing_volumes",
+                   "is_spot", "coupon", "contract", "pricing")
+IMAGES = ["ubuntu-24.04-cuda-12.8-open-docker", "ubuntu-24.04-cuda-13.0-open-docker", "ubuntu-22.04-cuda-12.0-docker"]
+
+
+def _itype(name: str, model: str, gpus: int, gpu_mem: int, cores: int, mem: int, price: str, spot: str,
+           supported=None) -> Dict[str, Any]:
+    """One entry of GET /instance-types, shaped as the SDK's unit tests show it (prices as strings)."""
+    return {
+        "id": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)), "instance_type": name, "model": model,
+        "name": model, "display_name": "NVIDIA %s" % model if gpus else "CPU Node", "manufacturer":
+        "NVIDIA" if gpus else "AMD", "description": "Dedicated Hardware Instance", "p2p": "",
+        "price_per_hour": price, "spot_price": spot, "serverless_price": None, "serverless_spot_price": None,
+        "currency": "usd", "best_for": ["Gargantuan ML models"] if gpus else ["Running services"],
+        "cpu": {"description": "%d CPU" % cores, "number_of_cores": cores},
+        "gpu": {"description": "%dx %s" % (gpus, model) if gpus else "", "number_of_gpus": gpus},
+        "memory": {"description": "%dGB RAM" % mem, "size_in_gigabytes": mem},
+        "gpu_memory": {"description": "%dGB VRAM" % gpu_mem if gpus else "", "size_in_gigabytes": gpu_mem},
+        "storage": {"description": "Dynamic"}, "supported_os": list(supported or IMAGES),
+        "deploy_warning": None,
+    }
+
+
+DEFAULT_TYPES = [
+    _itype("1H100.80S.30V", "H100", 1, 80, 30, 120, "2.19", "0.88"),
+    _itype("2H100.80S.60V", "H100", 2, 160, 60, 240, "4.38", "1.76"),
+    _itype("1A100.22V", "A100", 1, 80, 22, 120, "1.29", "0.52"),
+    _itype("1A100.40S.22V", "A100", 1, 40, 22, 120, "0.72", "0.29"),
+    _itype("1V100.6V", "Tesla V100", 1, 16, 6, 23, "0.39", "0.16", supported=["ubuntu-22.04-cuda-12.0-docker"]),
+    _itype("1RTXPRO6000.30V", "RTX PRO 6000", 1, 96, 30, 180, "1.39", "0.56"),
+    _itype("CPU.4V.16G", "CPU Node", 0, 0, 4, 16, "0.03", "0.01", supported=["ubuntu-24.04"]),
+]
+DEFAULT_STOCK = {
+    "FIN-01": ["1H100.80S.30V", "1A100.22V", "1V100.6V", "CPU.4V.16G"],
+    "FIN-03": ["1H100.80S.30V", "2H100.80S.60V", "1RTXPRO6000.30V", "CPU.4V.16G"],
+    "ICE-01": [],
+}
+
+
+def _error(status: int, code: str, message: str, headers: Optional[Dict[str, str]] = None) -> Reply:
+    return Reply(status, {"code": code, "message": message}, headers=headers)
+
+
+class _Forwarder:
+    """TCP forwarding from (address, port) to 127.0.0.1:target, for as long as it runs."""
+
+    def __init__(self, address: str, port: int, target: int):
+        self.target = target
+        self.server = socket.socket()
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind((address, port))
+        self.server.listen(8)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        for _conn in iter(int, 1):  # until the listening socket closes
+            try:
+                client, _peer = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            for data in iter(lambda: src.recv(65536), b""):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+class VerdaApiFake(MarketplaceFake):
+    cloud = "verda"
+
+    def __init__(self, root: str, boot_polls: int = 2):
+        super().__init__(root, token="verda-access-" + uuid.uuid4().hex, boot_polls=boot_polls)
+        self.types: List[Dict[str, Any]] = [dict(t) for t in DEFAULT_TYPES]
+        self.stock: Dict[str, List[str]] = {k: list(v) for k, v in DEFAULT_STOCK.items()}
+        self.spot_stock: Dict[str, List[str]] = {k: list(v) for k, v in DEFAULT_STOCK.items()}
+        self.instances: Dict[str, Dict[str, Any]] = {}
+        self.ssh_keys: Dict[str, Dict[str, Any]] = {}
+        self.scripts: Dict[str, Dict[str, Any]] = {}
+        self.volumes: Dict[str, Dict[str, Any]] = {}
+        self.tokens_issued = 0
+        self.no_capacity_next = 0      # accepted creates that then read status no_capacity
+        self.ssh_port = self._free_port()
+        self._forwarders: Dict[str, _Forwarder] = {}
+        self._next_address = 2
+
+    @property
+    def api_url(self) -> str:
+        return self.url + "/v1"
+
+    @staticmethod
+    def _free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    # -- the vendor's own bodies -------------------------------------------------------
+    def public_route(self, req, key: str) -> bool:
+        return key == "oauth2.token"
+
+    def auth_error(self, req) -> Reply:
+        return _error(401, "unauthorized_request", "Access token is missing or invalid")
+
+    def not_found(self, req) -> Reply:
+        return _error(404, "not_found", "Cannot %s %s" % (req.method, req.path))
+
+    def bad_json(self, req, problem: str) -> Reply:
+        return _error(400, "invalid_request", "Request body is not valid JSON: %s" % problem)
+
+    # -- levers for tests --------------------------------------------------------------
+    def expire_token(self) -> None:
+        """Every issued access token stops working (the adapter must fetch a new one)."""
+        with self.lock:
+            self.token = "verda-access-" + uuid.uuid4().hex
+
+    def fail_capacity(self) -> None:
+        self.fail_next("instances.create", _error(400, "invalid_request",
+                                                  "Not enough resources available for the selected instance type"))
+
+    def fail_funds(self) -> None:
+        self.fail_next("instances.create", _error(402, "insufficient_funds",
+                                                  "Insufficient funds to deploy this instance"))
+
+    def rate_limit(self, key: str, retry_after: int = 7) -> None:
+        self.fail_next(key, _error(429, "service_unavailable", "Too many requests",
+                                   headers={"Retry-After": str(retry_after)}))
+
+    def server_error(self, key: str) -> None:
+        self.fail_next(key, _error(500, "server_error", "Internal server error"))
+
+    def malformed(self, key: str) -> None:
+        self.fail_next(key, Reply(200, raw="<html>gateway</html>", headers={"Content-Type": "text/html"}))
+
+    def settle(self, instance_id: str) -> None:
+        """Bring an instance to running with its sshd now."""
+        with self.lock:
+            inst = self.instances[instance_id]
+            if inst["status"] == "ordered":
+                self._advance(inst)
+            inst["_reads"] = self.boot_polls
+            self._advance(inst)
+
+    def finish_delete(self, instance_id: str) -> None:
+        with self.lock:
+            inst = self.instances.get(instance_id)
+            if inst is not None and inst["status"] == "deleting":
+                self._gone(inst)
+
+    def live_instances(self) -> List[str]:
+        with self.lock:
+            return sorted(i for i, inst in self.instances.items() if inst["status"] != "deleting")
+
+    def resources(self) -> Set[str]:
+        with self.lock:
+            return ({"instance:%s" % i for i in self.instances} | {"sshkey:%s" % k for k in self.ssh_keys}
+                    | {"script:%s" % s for s in self.scripts} | {"volume:%s" % v for v in self.volumes})
+
+    def stop(self) -> None:
+        super().stop()
+        for forwarder in list(self._forwarders.values()):
+            forwarder.close()
+        self._forwarders.clear()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _advance(self, inst: Dict[str, Any]) -> None:
+        """One read of an instance moves it along its lifecycle."""
+        ready = self.tick(inst)
+        if inst["status"] == "ordered":
+            inst["status"] = "no_capacity" if inst.get("_no_capacity") else "provisioning"
+        elif inst["status"] == "provisioning" and ready:
+            keys = [self.ssh_keys[k]["key"] for k in inst["ssh_key_ids"] if k in self.ssh_keys]
+            _host, port, _user = self.sshd.start(inst["id"], keys)
+            address = "127.0.0.%d" % self._next_address
+            self._next_address += 1
+            self._forwarders[inst["id"]] = _Forwarder(address, self.ssh_port, port)
+            inst["status"], inst["ip"] = "running", address
+        elif inst["status"] == "deleting" and ready:
+            self._gone(inst)
+
+    def _gone(self, inst: Dict[str, Any]) -> None:
+        self.instances.pop(inst["id"], None)
+        if inst.get("_delete_os_volume", True):
+            self.volumes.pop(inst["os_volume_id"], None)
+
+    def _stop_machine(self, instance_id: str) -> None:
+        forwarder = self._forwarders.pop(instance_id, None)
+        if forwarder:
+            forwarder.close()
+        self.sshd.stop(instance_id)
+
+    # -- auth --------------------------------------------------------------------------
+    @route("POST", r"/v1/oauth2/token", key="oauth2.token")
+    def issue_token(self, req) -> Reply:
+        body = req.json
+        if not isinstance(body, dict) or body.get("grant_type") not in ("client_credentials", "refresh_token"):
+            return _error(400, "invalid_request", "grant_type must be client_credentials or refresh_token")
+        if body["grant_type"] == "client_credentials" and (
+                body.get("client_id") != CLIENT_ID or body.get("client_secret") != CLIENT_SECRET):
+            return _error(401, "unauthorized_request", "Invalid client credentials")
+        self.tokens_issued += 1
+        return Reply(200, {"access_token": self.token, "refresh_token": "verda-refresh-" + uuid.uuid4().hex,
+                           "scope": "cloud-api-v1", "token_type": "Bearer", "expires_in": 3600})
+
+    # -- catalog -----------------------------------------------------------------------
+    @route("GET", r"/v1/instance-types", key="instance-types.list")
+    def list_types(self, req) -> Reply:
+        currency = req.arg("currency", "usd")
+        if currency not in ("usd", "eur"):
+            return _error(400, "invalid_request", "currency must be one of usd, eur")
+        return Reply(200, [dict(t, currency=currency) for t in self.types])
+
+    @route("GET", r"/v1/instance-availability", key="instance-availability.list")
+    def availability(self, req) -> Reply:
+        spot = req.arg("isSpot", "false")
+        if spot not in ("true", "false"):
+            return _error(400, "invalid_request", "isSpot must be true or false")
+        stock = self.spot_stock if spot == "true" else self.stock
+        wanted = req.arg("location_code")
+        return Reply(200, [{"location_code": code, "availabilities": list(types)}
+                           for code, types in stock.items() if wanted in (None, code)])
+
+    @route("GET", r"/v1/locations", key="locations.list")
+    def locations(self, req) -> Reply:
+        return Reply(200, LOCATIONS)
+
+    # -- instances ---------------------------------------------------------------------
+    @route("GET", r"/v1/instances", key="instances.list")
+    def list_instances(self, req) -> Reply:
+        wanted = req.arg("status")
+        for inst in list(self.instances.values()):
+            self._advance(inst)
+        return Reply(200, [self.public(i) for i in self.instances.values() if wanted in (None, i["status"])])
+
+    @route("GET", r"/v1/instances/(?P<id>[^/]+)", key="instances.get")
+    def get_instance(self, req) -> Reply:
+        inst = self.instances.get(req.params["id"])
+        if inst is None:
+            return _error(404, "not_found", "Invalid instance id")
+        self._advance(inst)
+        return Reply(200, self.public(inst)) if inst["id"] in self.instances else _error(
+            404, "not_found", "Invalid instance id")
+
+    def _create_problems(self, body: Dict[str, Any]) -> List[str]:
+        problems = self.check_fields(body, CREATE_REQUIRED, CREATE_OPTIONAL)
+        if problems:
+            return problems
+        itype = next((t for t in self.types if t["instance_type"] == body["instance_type"]), None)
+        if itype is None:
+            return ["Invalid instance type"]
+        if body["image"] not in itype["supported_os"]:
+            return ["Operating system is not valid for this instance type"]
+        if body.get("location_code", "FIN-03") not in [loc["code"] for loc in LOCATIONS]:
+            return ["Invalid location code"]
+        if len(str(body["description"])) > 100:
+            return ["description must be at most 100 characters"]
+        if not all(k in self.ssh_keys for k in body.get("ssh_key_ids") or []):
+            return ["Invalid ssh key id"]
+        if body.get("startup_script_id") and body["startup_script_id"] not in self.scripts:
+            return ["Invalid startup script id"]
+        size = (body.get("os_volume") or {}).get("size", 50)
+        if not isinstance(size, int) or size < 1:
+            return ["os_volume.size must be a positive integer"]
+        return []
+
+    @route("POST", r"/v1/instances", key="instances.create")
+    def create_instance(self, req) -> Reply:
+        body = req.json
+        problems = self._create_problems(body)
+        if problems:
+            return _error(400, "invalid_request", "; ".join(problems))
+        location = body.get("location_code", "FIN-03")
+        spot = bool(body.get("is_spot"))
+        if body["instance_type"] not in (self.spot_stock if spot else self.stock).get(location, []):
+            return _error(400, "invalid_request", "Not enough resources available for %s in %s"
+                          % (body["instance_type"], location))
+        itype = next(t for t in self.types if t["instance_type"] == body["instance_type"])
+        instance_id, volume_id = str(uuid.uuid4()), str(uuid.uuid4())
+        size = (body.get("os_volume") or {}).get("size", 50)
+        self.volumes[volume_id] = {"id": volume_id, "name": (body.get("os_volume") or {}).get("name"), "size": size}
+        inst = {
+            "id": instance_id, "instance_type": body["instance_type"], "hostname": body["hostname"],
+            "description": body["description"], "status": "ordered",
+            "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "price_per_hour": float(itype["spot_price" if spot else "price_per_hour"]),
+            "ssh_key_ids": list(body.get("ssh_key_ids") or []), "cpu": itype["cpu"], "gpu": itype["gpu"],
+            "memory": itype["memory"], "gpu_memory": itype["gpu_memory"], "storage": itype["storage"],
+            "ip": None, "os_volume_id": volume_id, "location": location, "image": body["image"],
+            "startup_script_id": body.get("startup_script_id"), "is_spot": spot,
+            "contract": body.get("contract") or ("SPOT" if spot else "PAY_AS_YOU_GO"),
+            "pricing": body.get("pricing") or "FIXED_PRICE",
+        }
+        if self.no_capacity_next > 0:
+            self.no_capacity_next -= 1
+            inst["_no_capacity"] = True
+        self.instances[instance_id] = inst
+        return Reply(202, raw=instance_id)
+
+    @route("PUT", r"/v1/instances", key="instances.action")
+    def action(self, req) -> Reply:
+        body = req.json
+        problems = self.check_fields(body, ("id", "action"), ("volume_ids", "delete_permanently"))
+        if problems:
+            return _error(400, "invalid_request", "; ".join(problems))
+        ids = body["id"] if isinstance(body["id"], list) else [body["id"]]
+        if body["action"] not in ACTIONS:
+            return _error(400, "invalid_request", "Invalid action")
+        if not ids or any(i not in self.instances for i in ids):
+            return _error(400, "invalid_request", "Invalid instance id")
+        results = []
+        for instance_id in ids:
+            inst = self.instances[instance_id]
+            if body["action"] in ("delete", "discontinue"):
+                if inst["status"] != "deleting":
+                    inst["status"], inst["_reads"], inst["ip"] = "deleting", 0, None
+                    inst["_delete_os_volume"] = body.get("volume_ids") is None or inst["os_volume_id"] in (
+                        body.get("volume_ids") or [])
+                    self._stop_machine(instance_id)
+            results.append({"action": body["action"], "instanceId": instance_id, "status": "success"})
+        return Reply(202, results)
+
+    # -- ssh keys and startup scripts --------------------------------------------------
+    def _side_list(self, store: Dict[str, Dict[str, Any]]) -> Reply:
+        return Reply(200, [dict(item) for item in store.values()])
+
+    def _side_create(self, req, store: Dict[str, Dict[str, Any]], field: str) -> Reply:
+        body = req.json
+        problems = self.check_fields(body, ("name", field))
+        if problems:
+            return _error(400, "invalid_request", "; ".join(problems))
+        if field == "key" and len(str(body["key"]).split()) < 2:
+            return _error(400, "invalid_request", "Invalid public key")
+        new_id = str(uuid.uuid4())
+        store[new_id] = {"id": new_id, "name": body["name"], field: body[field]}
+        return Reply(201, raw=new_id)
+
+    def _side_delete(self, req, store: Dict[str, Dict[str, Any]], list_field: str) -> Reply:
+        ids = [req.params["id"]] if req.params.get("id") else (req.json or {}).get(list_field)
+        if not isinstance(ids, list) or any(i not in store for i in ids):
+            return _error(404, "not_found", "Not found")
+        for item_id in ids:
+            store.pop(item_id)
+        return Reply(200)
+
+    @route("GET", r"/v1/sshkeys", key="sshkeys.list")
+    def list_keys(self, req) -> Reply:
+        return self._side_list(self.ssh_keys)
+
+    @route("POST", r"/v1/sshkeys", key="sshkeys.create")
+    def create_key(self, req) -> Reply:
+        return self._side_create(req, self.ssh_keys, "key")
+
+    @route("DELETE", r"/v1/sshkeys(?:/(?P<id>[^/]+))?", key="sshkeys.delete")
+    def delete_key(self, req) -> Reply:
+        return self._side_delete(req, self.ssh_keys, "keys")
+
+    @route("GET", r"/v1/scripts", key="scripts.list")
+    def list_scripts(self, req) -> Reply:
+        return self._side_list(self.scripts)
+
+    @route("POST", r"/v1/scripts", key="scripts.create")
+    def create_script(self, req) -> Reply:
+        return self._side_create(req, self.scripts, "script")
+
+    @route("DELETE", r"/v1/scripts(?:/(?P<id>[^/]+))?", key="scripts.delete")
+    def delete_script(self, req) -> Reply:
+        return self._side_delete(req, self.scripts, "scripts")

@@ -23,8 +23,8 @@ OPTIONS = dict(
     providers=dict(type="list", elements="str", description=(
         "Only offers of these underlying providers (e.g. V(runpod), V(hyperstack), V(primecompute)). Unset: "
         "every provider.")),
-    security=dict(type="str", choices=["secure_cloud", "community_cloud"], description=(
-        "Only offers of this kind: V(secure_cloud) (data centers) or V(community_cloud). Unset: both.")),
+    security=dict(type="str", default="any", choices=["any", "secure_cloud", "community_cloud"], description=(
+        "Only offers of this kind: V(secure_cloud) (data centers), V(community_cloud), or V(any) (both).")),
     image=dict(type="str", default="ubuntu_22_cuda_12", description=(
         "The pod's image, one of Prime's environment names; offers that do not list it are unavailable.")),
     disk_size_gb=dict(type="int", minimum=1, description=(

@@ -96,7 +96,7 @@ class PrimeIntellectProvider(TypedOptionsProvider):
             params["gpu_count"] = count
         if len(types) == 1:
             params["gpu_type"] = types[0]
-        if self.options["security"]:
+        if self.options["security"] != "any":
             params["security"] = self.options["security"]
         paging = PageNumber(param="page", size_param="page_size", size=PAGE_SIZE, total_field="totalCount")
         wanted_regions = {r.lower() for r in (request.regions or self.options["regions"] or []) if r}

@@ -141,22 +141,18 @@ def pod_identity(name: Any, vm_name: str) -> Tuple[bool, Optional[str]]:
     return False, None
 
 
-def key_blob(public_key: str) -> Tuple[str, str]:
-    """``(type, base64 blob)`` of an OpenSSH public key line, or InvalidRequest."""
+def key_fingerprint(public_key: str) -> str:
+    """The first 12 hex digits of the SHA-256 of the decoded key blob (of its text, when it is
+    not base64: sshd judges the material, the name only needs to be stable per key)."""
     parts = (public_key or "").split()
     if len(parts) < 2:
         raise ProviderError(ErrorKind.INVALID_REQUEST, "ssh_public_key: expected an OpenSSH public key line "
                                                        "('<type> <base64> [comment]')")
     try:
-        base64.b64decode(parts[1], validate=True)
-    except (binascii.Error, ValueError):
-        raise ProviderError(ErrorKind.INVALID_REQUEST, "ssh_public_key: the key blob is not base64")
-    return parts[0], parts[1]
-
-
-def key_fingerprint(public_key: str) -> str:
-    """The first 12 hex digits of the SHA-256 of the key blob."""
-    return hashlib.sha256(base64.b64decode(key_blob(public_key)[1])).hexdigest()[:12]
+        blob = base64.b64decode(parts[1].encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        blob = parts[1].encode("utf-8", "replace")
+    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def same_key(a: Any, b: str) -> bool:

@@ -87,7 +87,9 @@ def render() -> str:
     options = importlib.import_module(MU + "providers.options")
     clouds = {}
     for cloud in sorted(registry.OPTION_SPECS):
-        declaring = importlib.import_module(MU + "providers.cloud_options." + cloud)
+        # The options module is named after the adapter's package ("lambda" is lambda_cloud).
+        package = registry.ADAPTERS[cloud][0]
+        declaring = importlib.import_module(MU + "providers.cloud_options." + package)
         spec = registry.OPTION_SPECS[cloud]
         clouds[cloud] = {
             "description": declaring.DESCRIPTION,

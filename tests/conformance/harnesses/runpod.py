@@ -37,6 +37,7 @@ from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness 
 from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import RunpodApiFake, problem  # noqa: E402
 
 K = ErrorKind
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f conf@runpod"
 CALLS = {"plan": "catalog.gpus", "create": "pods.create", "observe": "pods.list", "delete": "pods.delete"}
 
 
@@ -50,7 +51,7 @@ class RunpodHarness(Harness):
         self.request = ResourceRequest(vm_name="conf-runpod", gpu="RTX4090", gpu_count=1)
         self.spec = InstanceSpec(
             vm_name="conf-runpod", allowed_cidrs=["198.51.100.7/32"],
-            ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f conf@runpod")
+            ssh_public_key=KEY)
 
     def error_kinds(self) -> Iterable[str]:
         return (K.TRANSIENT, K.CAPACITY, K.QUOTA, K.UNAVAILABLE, K.FAILED, K.INVALID_REQUEST, K.CREDENTIALS)
@@ -66,7 +67,7 @@ class RunpodHarness(Harness):
         elif kind == K.CREDENTIALS:
             self.fake.fail_next(key, problem(401, "invalid bearer token"))
         elif (primitive, kind) == ("plan", K.INVALID_REQUEST):
-            self.fake.fail_problem(key, 400, "product is required with include=AVAILABILITY, and valid only with it")
+            self.fake.fail_problem(key, 400, "product is required with include=AVAILABILITY")
         elif (primitive, kind) == ("create", K.INVALID_REQUEST):
             self.fake.fail_problem(key, 422, "Request validation failed.",
                                    errors=["$: additional properties 'bogus' not allowed"])

@@ -77,7 +77,8 @@ def instance_type(gpu_id: str, count: int) -> str:
 
 def key_line(vm_name: str, public_key: str) -> Dict[str, str]:
     """The controller's key as the pod gets it: ``<type> <blob> gpuprov-<vm>-<12 hex>``, the
-    comment naming the VM and the first 12 hex of the sha256 of the decoded key blob."""
+    comment naming the VM and the first 12 hex of the sha256 of the decoded key blob (of
+    its text, when it is not base64)."""
     parts = (public_key or "").split()
     if len(parts) < 2 or not _KEY_TYPE.match(parts[0]):
         raise ProviderError(ErrorKind.INVALID_REQUEST,
@@ -85,7 +86,8 @@ def key_line(vm_name: str, public_key: str) -> Dict[str, str]:
     try:
         blob = base64.b64decode(parts[1].encode("ascii"), validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):
-        raise ProviderError(ErrorKind.INVALID_REQUEST, "ssh_public_key: the key material is not base64")
+        # Not our call to judge the material (sshd will); the name stays stable per key.
+        blob = parts[1].encode("utf-8", "replace")
     name = "gpuprov-%s-%s" % (vm_name, hashlib.sha256(blob).hexdigest()[:12])
     return {"name": name, "line": "%s %s %s" % (parts[0], parts[1], name)}
 

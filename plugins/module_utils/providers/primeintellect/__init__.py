@@ -38,6 +38,9 @@ AVAILABILITY = "/api/v1/availability/gpus"
 PODS = "/api/v1/pods/"
 SSH_KEYS = "/api/v1/ssh_keys/"
 PAGE_SIZE = 100
+# The pod fields diagnose shows as the vendor's own view.
+VENDOR_FIELDS = ("providerType", "status", "installationStatus", "installationProgress", "installationFailure",
+                 "priceHr", "gpuName", "gpuCount", "sshConnection", "ip")
 
 
 class OffsetLimit:
@@ -200,9 +203,7 @@ class PrimeIntellectProvider(TypedOptionsProvider):
                 continue
             seen = Observed(instance_id=str(pod.get("id")), status=status, reason=reason,
                             endpoint=catalog.ssh_endpoint(pod), location=location, journal_id=journal_id).to_dict()
-            seen["vendor"] = {k: pod.get(k) for k in ("providerType", "status", "installationStatus",
-                                                     "installationProgress", "installationFailure", "priceHr",
-                                                     "gpuName", "gpuCount", "sshConnection", "ip")}
+            seen["vendor"] = {k: pod.get(k) for k in VENDOR_FIELDS}
             if pod.get("installationFailure"):
                 findings.append("pod %s: installation failed: %s" % (pod.get("id"), pod["installationFailure"]))
             instances.append(seen)

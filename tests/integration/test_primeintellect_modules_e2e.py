@@ -60,8 +60,8 @@ def prime(tmp_path):
 def _play(ansible, prime, tmp_path, title, tasks, names):
     path = tmp_path / ("%s.yml" % re.sub(r"\W+", "-", title).strip("-").lower())
     out = tmp_path / (path.stem + ".json")
-    path.write_text(HEAD.format(title=title) + tasks + SAVE.format(names=", ".join("'%s': %s" % (n, n)
-                                                                                    for n in names)))
+    save = SAVE.format(names=", ".join("'%s': %s" % (n, n) for n in names))
+    path.write_text(HEAD.format(title=title) + tasks + save)
     # The key comes from the environment, as PRIME_API_KEY (the CLI's and SkyPilot's variable).
     env = dict(ansible.env, PRIME_API_KEY=prime.token)
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), str(path), "-e", "out=%s" % out,

@@ -84,8 +84,8 @@ def test_plan_regions_filter_and_order(fake):
     offers = adapter(fake, regions=["EU-RO-1", "US-KS-2"]).plan(ResourceRequest(vm_name="p", gpu="RTX4090"))
     assert [(o.region, o.available) for o in offers] == [("EU-RO-1", True), ("US-KS-2", False)]
     # the request's regions win over the option's
-    offers = adapter(fake, regions=["EU-RO-1"]).plan(ResourceRequest(vm_name="p", gpu="RTX4090",
-                                                                      regions=["US-TX-3"]))
+    request = ResourceRequest(vm_name="p", gpu="RTX4090", regions=["US-TX-3"])
+    offers = adapter(fake, regions=["EU-RO-1"]).plan(request)
     assert [o.region for o in offers] == ["US-TX-3"]
 
 

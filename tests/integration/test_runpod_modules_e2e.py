@@ -95,8 +95,8 @@ def test_offers_instance_and_info_on_the_runpod_fake(runpod_fake, ansible, tmp_p
     [seen] = saved["info"]["instances"]
     assert seen["instance_id"] == pod_id and seen["status"] == "Running"
     direct = pod["ssh"]["direct"]
-    assert (seen["ssh_host"], seen["ssh_port"], seen["ssh_user"]) == (direct["host"], direct["port"],
-                                                                        direct["username"])
+    reported = (seen["ssh_host"], seen["ssh_port"], seen["ssh_user"])
+    assert reported == (direct["host"], direct["port"], direct["username"])
 
     # A real login with the collection's key, through the endpoint RunPod reported.
     login = subprocess.run(

@@ -15,9 +15,9 @@ Calls (api.verda.com/v1, as verda-cloud/sdk-python makes them):
   (every location at once): a type listed in a location is an available offer, a
   type not listed there an unavailable one with the reason. Prices are the type's
   ``price_per_hour`` (or ``spot_price``), USD per hour for the whole instance.
-* prepare: the SSH key (``GET``/``POST /sshkeys``; an existing key with the same
-  material is reused whatever its name) and, when the spec has a boot script, a
-  startup script (``GET``/``POST /scripts``), each named ``gpuprov-<vm>-<12 hex of
+* prepare: the VM's own SSH key (``GET``/``POST /sshkeys``; reused when this VM's name
+  for it is already registered with the same material) and, when the spec has a boot
+  script, a startup script (``GET``/``POST /scripts``), each named ``gpuprov-<vm>-<12 hex of
   sha256 of its material>-j<8 hex of sha256 of the journal id>``.
 * create: one ``POST /instances`` (hostname = the VM name, description = the identity,
   ``startup_script_id``); Verda answers the new id as plain text.
@@ -212,12 +212,16 @@ class VerdaProvider(TypedOptionsProvider):
         if blob is None:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "ssh_public_key: expected an OpenSSH public key "
                                 "('<type> <base64> [comment]')")
-        registered = next((k for k in self._list("sshkeys") if _key_blob(k.get("key")) == blob), None)
+        # This VM's own key, even when the material is registered under another name: Verda
+        # takes one public key under several names (dstack registers it once per instance), and
+        # a key shared with another VM would go with that VM's cleanup while this one needs it.
+        key_name = catalog.side_name(vm, blob, self.journal_id)
+        registered = next((k for k in self._list("sshkeys")
+                           if k.get("name") == key_name and _key_blob(k.get("key")) == blob), None)
         if registered is not None:
             key_id = str(registered.get("id"))
         else:
-            key_id = self._post_id("sshkeys", {"name": catalog.side_name(vm, blob, self.journal_id),
-                                               "key": public_key})
+            key_id = self._post_id("sshkeys", {"name": key_name, "key": public_key})
         script_id = None
         if spec.boot_script is not None:
             text = spec.boot_script.to_shell()

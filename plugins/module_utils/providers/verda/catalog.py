@@ -23,7 +23,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus impor
 
 # Verda documents at most 100 characters of instance description (brevdev/cloud keeps to it).
 DESCRIPTION_MAX = 100
-_MEMORY_SUFFIX = re.compile(r"(\d+)GB$")
+_MEMORY_SUFFIX = re.compile(r"\s+(\d+)\s*GB$")
 _SPELLING = re.compile(r"NVIDIA|TESLA|[\s_-]")
 _JOURNAL_IN_DESCRIPTION = re.compile(r"(?:^|\s)%s=(\S+)" % re.escape(JOURNAL_ID_TAG))
 
@@ -46,13 +46,14 @@ def gpu_of(instance_type: Dict[str, Any]) -> Optional[str]:
     count = gpu_count(instance_type)
     if count < 1:
         return None
-    key = _SPELLING.sub("", str(instance_type.get("model") or "").upper())
+    model = str(instance_type.get("model") or "").upper().strip()
     memory = instance_type.get("gpu_memory")
     per_gpu = _number(memory.get("size_in_gigabytes")) / count if isinstance(memory, dict) else 0.0
-    suffix = _MEMORY_SUFFIX.search(key)
+    suffix = _MEMORY_SUFFIX.search(model)
     if suffix:  # "A100 80GB": the model names its memory
         per_gpu = float(suffix.group(1))
-        key = key[:suffix.start()]
+        model = model[:suffix.start()]
+    key = _SPELLING.sub("", model)
     if key == "A100" and per_gpu >= 60:
         key = "A100-80GB"
     elif key == "V100" and per_gpu >= 30:

@@ -1,0 +1,101 @@
+"""The Verda API fake holds the vendor's line: OAuth2 client credentials, bearer auth,
+Verda's {code, message} bodies, refused unknown and missing fields, the plain-text id
+of a create, and the lifecycle ordered -> provisioning -> running (a real sshd behind
+the instance's own address and the fake's SSH port) -> deleting -> gone."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+requests = pytest.importorskip("requests")
+
+from ansible_collections.gpuprov.cloud.tests.fakes.verda_api import (  # noqa: E402
+    CLIENT_ID, CLIENT_SECRET, VerdaApiFake,
+)
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtdmVyZGEtZmFrZQ fake@verda"
+
+
+@pytest.fixture
+def fake(tmp_path):
+    made = VerdaApiFake(str(tmp_path))
+    yield made
+    made.stop()
+
+
+def _token(fake):
+    answer = requests.post(fake.api_url + "/oauth2/token", timeout=10, json={
+        "grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+    return body["access_token"]
+
+
+def _call(fake, method, path, token=None, **kwargs):
+    token = token or _token(fake)
+    return requests.request(method, fake.api_url + path, headers={"Authorization": "Bearer " + token},
+                            timeout=10, **kwargs)
+
+
+def test_token_endpoint_refuses_bad_credentials(fake):
+    answer = requests.post(fake.api_url + "/oauth2/token", timeout=10, json={
+        "grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": "wrong"})
+    assert answer.status_code == 401 and answer.json()["code"] == "unauthorized_request"
+
+
+def test_bad_or_missing_bearer_is_refused_with_verdas_body(fake):
+    answer = _call(fake, "GET", "/instances", token="not-a-token")
+    assert answer.status_code == 401 and answer.json() == {
+        "code": "unauthorized_request", "message": "Access token is missing or invalid"}
+    assert requests.get(fake.api_url + "/instances", timeout=10).status_code == 401
+
+
+def test_create_refuses_unknown_and_missing_fields(fake):
+    token = _token(fake)
+    answer = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "description": "d", "tags": {"a": "b"}})
+    assert answer.status_code == 400 and answer.json()["code"] == "invalid_request"
+    assert "unknown field 'tags'" in answer.json()["message"]
+    answer = _call(fake, "POST", "/instances", token, json={"instance_type": "1H100.80S.30V", "hostname": "h"})
+    assert "missing field 'image'" in answer.json()["message"]
+    answer = _call(fake, "POST", "/instances", token, data="{not json")
+    assert answer.status_code == 400 and answer.json()["code"] == "invalid_request"
+
+
+def test_create_answers_plain_text_and_the_instance_boots_and_goes(fake):
+    token = _token(fake)
+    key_id = _call(fake, "POST", "/sshkeys", token, json={"name": "k", "key": KEY})
+    assert key_id.headers["Content-Type"].startswith("text/plain")
+    answer = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "description": "d", "location_code": "FIN-01", "ssh_key_ids": [key_id.text]})
+    assert answer.status_code == 202 and answer.headers["Content-Type"].startswith("text/plain")
+    instance_id = answer.text
+    statuses = [_call(fake, "GET", "/instances/" + instance_id, token).json()["status"] for _ in range(2)]
+    assert statuses == ["provisioning", "running"]
+    inst = _call(fake, "GET", "/instances/" + instance_id, token).json()
+    assert not any(k.startswith("_") for k in inst)
+    with socket.create_connection((inst["ip"], fake.ssh_port), timeout=10) as conn:
+        assert conn.recv(64).startswith(b"SSH-2.0")
+    assert _call(fake, "PUT", "/instances", token, json={"id": [instance_id], "action": "delete"}).status_code == 202
+    reads = [_call(fake, "GET", "/instances", token).json() for _ in range(3)]
+    assert reads[0][0]["status"] == "deleting" and reads[-1] == []
+    assert fake.resources() == {"sshkey:%s" % key_id.text}
+
+
+def test_capacity_and_unknown_ids_are_refused_as_verda_does(fake):
+    token = _token(fake)
+    answer = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "description": "d", "location_code": "ICE-01"})
+    assert answer.status_code == 400 and "Not enough resources" in answer.json()["message"]
+    answer = _call(fake, "PUT", "/instances", token, json={"id": ["nope"], "action": "delete"})
+    assert answer.status_code == 400 and answer.json()["message"] == "Invalid instance id"
+    answer = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1V100.6V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "description": "d", "location_code": "FIN-01"})
+    assert answer.json()["message"] == "Operating system is not valid for this instance type"

@@ -54,6 +54,7 @@ CAPACITY = {"gpu_1x_a10": ["us-east-1", "us-west-1"], "gpu_1x_a100": ["us-west-1
             "gpu_1x_h100_pcie": ["us-east-1"], "gpu_8x_h100_sxm5": [], "gpu_1x_gh200": ["us-east-1"],
             "gpu_8x_v100": ["us-south-1"]}
 
+ACTIONS = ("migrate", "rebuild", "restart", "cold_reboot", "terminate")
 LAUNCH_REQUIRED = ("region_name", "instance_type_name", "ssh_key_names")
 LAUNCH_OPTIONAL = ("file_system_names", "file_system_mounts", "hostname", "name", "image", "user_data", "tags",
                    "firewall_rulesets")
@@ -316,8 +317,7 @@ class LambdaApiFake(MarketplaceFake):
             "ssh_key_names": list(keys), "file_system_names": list(body.get("file_system_names") or []),
             "file_system_mounts": [], "region": _region(region), "instance_type": dict(self.types[kind]),
             "hostname": body.get("hostname"), "jupyter_token": uuid.uuid4().hex, "jupyter_url": None,
-            "actions": {a: {"available": True} for a in ("migrate", "rebuild", "restart", "cold_reboot",
-                                                          "terminate")},
+            "actions": {a: {"available": True} for a in ACTIONS},
             "tags": [dict(t) for t in body.get("tags") or []],
             "firewall_rulesets": [{"id": r} for r in ruleset_ids], "_user_data": body.get("user_data"),
         }

@@ -8,8 +8,8 @@ Lifecycle: a pod is PROVISIONING (``sshConnection`` null, ``ip`` ``[null]``) unt
 been read ``boot_polls`` times, then ACTIVE with installation FINISHED, its sshd started
 with every key of the account (the fake's reading of "the account's keys go into new
 pods": unverified whether Prime injects all keys or the primary one), and
-``sshConnection`` ``"<user>@127.0.0.1 -p <port>"``. DELETE makes it DELETING; the next read
-shows it TERMINATED and the one after finds it gone.
+``sshConnection`` ``"<user>@127.0.0.1 -p <port>"``. DELETE makes it DELETING (so the next read
+shows); the read after shows it TERMINATED and the one after that finds it gone.
 """
 
 from __future__ import annotations
@@ -171,7 +171,9 @@ class PrimeIntellectApiFake(MarketplaceFake):
             self.pods.pop(pod["id"], None)
             return
         if pod["status"] == "DELETING":
-            pod["status"] = "TERMINATED"
+            if pod.get("_deleting_seen"):
+                pod["status"] = "TERMINATED"
+            pod["_deleting_seen"] = True
             return
         if pod["status"] in ("PROVISIONING", "PENDING") and self.tick(pod):
             host, port, user = self.sshd.start(pod["id"], pod["_keys"])

@@ -86,7 +86,7 @@ class PrimeIntellectProvider(TypedOptionsProvider):
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
         gpu = canonical_gpu(request.gpu)
-        count = int(request.gpu_count or 1) if gpu else 1
+        count = int(request.gpu_count if request.gpu_count is not None else 1) if gpu else 1
         types = catalog.vendor_types(gpu)
         if not types:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: primeintellect offers no %s; its GPUs: %s"

@@ -287,9 +287,11 @@ def test_options_are_typed_and_the_key_comes_from_the_environment(fake, monkeypa
         get_provider("primeintellect", {"api_url": fake.url, "security": "cheap"})
     assert info.value.msg.startswith("cloud_options.primeintellect.security:")
     monkeypatch.delenv("PRIME_API_KEY")
+    keyless = get_provider("primeintellect", {"api_url": fake.url})
+    assert keyless.capabilities().kubernetes is False     # building needs no key; calling does
     with pytest.raises(ProviderError) as info:
-        get_provider("primeintellect", {"api_url": fake.url})
-    assert info.value.kind == ErrorKind.CREDENTIALS
+        keyless.plan(ResourceRequest(vm_name="u1", gpu="H100"))
+    assert info.value.kind == ErrorKind.CREDENTIALS and info.value.msg.startswith("api_key: empty")
 
 
 # -- the fake refuses what Prime refuses -------------------------------------------------------

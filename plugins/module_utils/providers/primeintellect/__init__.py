@@ -71,8 +71,16 @@ class PrimeIntellectProvider(TypedOptionsProvider):
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        self.client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
-                                 name=self.name, rules=RULES)
+        self._client: Optional[RestClient] = None
+
+    @property
+    def client(self) -> RestClient:
+        """The REST client, made on first use: building the adapter (capabilities, option
+        checks) needs no key; the first API call without one is Credentials."""
+        if self._client is None:
+            self._client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
+                                      name=self.name, rules=RULES)
+        return self._client
 
     def capabilities(self) -> Capabilities:
         # A pod is a container on some providers (runpod, ...) and a VM on others, and

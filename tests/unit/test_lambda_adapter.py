@@ -291,3 +291,18 @@ def test_fake_refuses_a_ruleset_of_another_region_and_a_sold_out_type(fake):
     with pytest.raises(ProviderError) as info:
         provider.create(east, prepared, spec())
     assert info.value.kind == ErrorKind.CAPACITY
+
+
+def test_diagnose_adds_lambdas_fields_and_findings(fake):
+    provider = make(fake)
+    offer = offer_of(provider)
+    instance_id = provider.create(offer, provider.prepare(offer, spec()), spec())
+    report = provider.diagnose(offer.location, "vm1")
+    [entry] = report["instances"]
+    assert entry["instance_id"] == instance_id and entry["vendor"]["instance_type"] == "gpu_1x_a10"
+    assert entry["vendor"]["firewall_rulesets"] and report["findings"] == ["%s: Lambda status booting" % instance_id]
+    fake.finish(instance_id)
+    fake.instances[instance_id]["actions"]["terminate"] = {"available": False, "reason_code": "busy",
+                                                           "reason_description": "The instance is migrating."}
+    assert provider.diagnose(offer.location, "vm1")["findings"] == [
+        "%s: Lambda cannot terminate it now: The instance is migrating." % instance_id]

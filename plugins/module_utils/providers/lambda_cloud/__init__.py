@@ -270,11 +270,19 @@ class LambdaProvider(TypedOptionsProvider):
                         location=Location(self.name, catalog.region_of(instance) or location.region),
                         journal_id=catalog.tags_of(instance).get(JOURNAL_ID_TAG) or None)
 
+    def _vm_instances(self, location: Location, vm: str) -> List[Dict[str, Any]]:
+        """The listing's instances of ``vm`` at ``location`` that are not gone (raw)."""
+        return [i for i in self._instances() if i.get("status") != catalog.GONE and i.get("id")
+                and self._is_vm(i, vm) and catalog.region_of(i) in (None, location.region)]
+
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         vm = validate_vm_name(vm_name)
-        return [self._observed(i, location) for i in self._instances()
-                if i.get("status") != catalog.GONE and i.get("id") and self._is_vm(i, vm)
-                and catalog.region_of(i) in (None, location.region)]
+        return [self._observed(i, location) for i in self._vm_instances(location, vm)]
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """observe plus Lambda's own fields (status, type, rulesets, actions) and findings."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.diagnose import diagnose
+        return diagnose(self, location, validate_vm_name(vm_name))
 
     # -- delete / cleanup -------------------------------------------------------------
 

@@ -75,14 +75,14 @@ def test_create_answers_plain_text_and_the_instance_boots_and_goes(fake):
         "description": "d", "location_code": "FIN-01", "ssh_key_ids": [key_id.text]})
     assert answer.status_code == 202 and answer.headers["Content-Type"].startswith("text/plain")
     instance_id = answer.text
-    statuses = [_call(fake, "GET", "/instances/" + instance_id, token).json()["status"] for _ in range(2)]
+    statuses = [_call(fake, "GET", "/instances/" + instance_id, token).json()["status"] for _read in range(2)]
     assert statuses == ["provisioning", "running"]
     inst = _call(fake, "GET", "/instances/" + instance_id, token).json()
     assert not any(k.startswith("_") for k in inst)
     with socket.create_connection((inst["ip"], fake.ssh_port), timeout=10) as conn:
         assert conn.recv(64).startswith(b"SSH-2.0")
     assert _call(fake, "PUT", "/instances", token, json={"id": [instance_id], "action": "delete"}).status_code == 202
-    reads = [_call(fake, "GET", "/instances", token).json() for _ in range(3)]
+    reads = [_call(fake, "GET", "/instances", token).json() for _read in range(3)]
     assert reads[0][0]["status"] == "deleting" and reads[-1] == []
     assert fake.resources() == {"sshkey:%s" % key_id.text}
 

@@ -25,7 +25,7 @@ OPTIONS = dict(
     api_key=shared.api_key("RUNPOD_API_KEY"),
     regions=dict(type="list", elements="str", description=(
         "RunPod data center ids to search, in order (for example V(US-TX-3), V(EU-RO-1)), when the request "
-        "names none (the module's C(regions) wins). Unset: every data center with stock.")),
+        "names none (the module's C(regions) wins). Unset: every data center the catalog lists for the GPU.")),
     cloud_type=dict(type="str", default="SECURE", choices=["SECURE", "COMMUNITY"], description=(
         "RunPod's cloud tier: V(SECURE) (RunPod-operated data centers) or V(COMMUNITY) (community hosts, "
         "cheaper). Prices and stock are read for this tier.")),

@@ -217,6 +217,9 @@ def test_observe_reports_no_capacity_after_acceptance_as_failed(fake):
     offer, _prepared, instance_id = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"), _spec())
     seen = provider.observe(offer.location, "unit-verda")[0]
     assert seen.status == Status.FAILED and "no_capacity" in seen.reason and seen.endpoint is None
+    report = provider.diagnose(offer.location, "unit-verda")
+    assert report["instances"][0]["vendor"]["status"] == "no_capacity"
+    assert report["findings"] == ["%s: %s" % (instance_id, seen.reason)]
     provider.delete(offer.location, "unit-verda", [instance_id])
     assert provider.observe(offer.location, "unit-verda")[0].status == Status.TERMINATING
 

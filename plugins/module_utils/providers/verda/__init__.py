@@ -72,6 +72,9 @@ STATUS_MAP = {
     "error": Status.FAILED, "no_capacity": Status.FAILED, "installation_failed": Status.FAILED,
 }
 GONE_STATUSES = ("discontinued", "notfound")
+# Verda's own fields that diagnose shows.
+VENDOR_FIELDS = ("status", "instance_type", "location", "ip", "image", "is_spot", "price_per_hour",
+                 "startup_script_id", "os_volume_id", "created_at")
 FAILED_REASONS = {
     "no_capacity": "Verda accepted the instance but has no capacity for it (status no_capacity)",
     "error": "Verda reports the instance in status error",
@@ -248,6 +251,21 @@ class VerdaProvider(TypedOptionsProvider):
         return self._post_id("instances", body)
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        return [seen for seen, _inst in self._observed(location, vm_name)]
+
+    def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
+        """Observe, plus Verda's own fields of each instance and what they say."""
+        instances, findings = [], []
+        for seen, inst in self._observed(location, vm_name):
+            vendor = {k: inst.get(k) for k in VENDOR_FIELDS}
+            instances.append(dict(seen.to_dict(), vendor=vendor))
+            if inst.get("status") in FAILED_REASONS:
+                findings.append("%s: %s" % (seen.instance_id, FAILED_REASONS[inst["status"]]))
+            elif inst.get("status") == "running" and not inst.get("ip"):
+                findings.append("%s: running without a public ip yet" % seen.instance_id)
+        return {"instances": instances, "findings": findings}
+
+    def _observed(self, location: Location, vm_name: str):
         vm = validate_vm_name(vm_name)
         found = []
         for inst in self._list("instances"):
@@ -264,10 +282,10 @@ class VerdaProvider(TypedOptionsProvider):
             endpoint = None
             if status == Status.RUNNING and inst.get("ip"):
                 endpoint = SshEndpoint(host=str(inst["ip"]), port=self.options["ssh_port"], user=self._ssh_user())
-            found.append(Observed(
+            found.append((Observed(
                 instance_id=str(inst.get("id")), status=status, reason=reason, endpoint=endpoint,
                 location=Location(self.name, str(inst.get("location") or location.region)),
-                journal_id=catalog.journal_of(inst.get("description"))))
+                journal_id=catalog.journal_of(inst.get("description"))), inst))
         return found
 
     def _delete_one(self, instance_id: str) -> None:

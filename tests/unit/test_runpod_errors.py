@@ -123,9 +123,11 @@ def test_bad_key_is_credentials_and_never_shown(fake):
 
 def test_empty_key_is_credentials(fake, monkeypatch):
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    provider = RunpodProvider({"api_url": fake.api_url})   # building needs no key (journalled options hold none)
+    assert provider.capabilities().kubernetes is False
     with pytest.raises(ProviderError) as info:
-        RunpodProvider({"api_url": fake.api_url})
-    assert info.value.kind == K.CREDENTIALS
+        provider.plan(REQUEST)
+    assert info.value.kind == K.CREDENTIALS and fake.calls == []
 
 
 def test_key_from_environment(fake, monkeypatch):

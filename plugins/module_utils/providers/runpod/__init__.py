@@ -61,10 +61,26 @@ class RunpodProvider(TypedOptionsProvider):
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        auth = BearerToken(self.options["api_key"], option="api_key")
-        self.api = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=RULES)
-        # The same API, with the create table (placement failures belong to the offer).
-        self.create_api = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=CREATE_RULES)
+        self._clients: Dict[str, RestClient] = {}
+
+    def _client(self, table: str) -> RestClient:
+        """The REST client with the ``table`` rules, made on first use: building the adapter
+        (capabilities, option checks, a fresh adapter from journalled options, which hold no
+        key) needs no key; the first call without one is Credentials."""
+        if table not in self._clients:
+            auth = BearerToken(self.options["api_key"], option="api_key")
+            rules = CREATE_RULES if table == "create" else RULES
+            self._clients[table] = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=rules)
+        return self._clients[table]
+
+    @property
+    def api(self) -> RestClient:
+        return self._client("read")
+
+    @property
+    def create_api(self) -> RestClient:
+        """The same API with the create table: placement failures belong to the offer."""
+        return self._client("create")
 
     def capabilities(self) -> Capabilities:
         # Pods are containers: no k3s, and no boot script (the container start command would

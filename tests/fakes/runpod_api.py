@@ -202,7 +202,7 @@ class RunpodApiFake(MarketplaceFake):
         dc, refusal = self._place(body)
         if refusal is not None:
             return refusal
-        pod_id = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(14))
+        pod_id = "".join(random.choice(string.ascii_lowercase + string.digits) for _position in range(14))
         gpu = dict(body["gpu"], count=body["gpu"].get("count", 1))
         gpu.pop("minCudaVersion", None)
         gpu.pop("allowedCudaVersions", None)

@@ -277,6 +277,87 @@ options:
             description: Only these zones are searched.
             type: list
             elements: str
+      lambda:
+        description: 'The V(lambda) cloud: Lambda Cloud (Lambda Labs) VMs, through its REST API v1. A boot
+          script runs as cloud-init user data; each VM gets its own firewall ruleset.'
+        type: dict
+        suboptions:
+          allowed_cidrs:
+            description: 'Source ranges of the VM''s firewall ruleset when the task names none. Required one
+              way or the other: lambda never opens V(0.0.0.0/0) by default. The account''s global ruleset
+              still applies on top.'
+            type: list
+            elements: str
+          api_key:
+            description:
+            - 'Lambda Cloud API key, sent as a bearer token (never logged). Unset: E(LAMBDA_API_KEY).'
+            - Never logged.
+            - When not set, read from E(LAMBDA_API_KEY).
+            type: str
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://cloud.lambda.ai/api/v1
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          firewall_unsupported_regions:
+            description: 'Regions where Lambda applies no firewall rules (its docs name V(us-south-1)): no
+              ruleset is made there and the VM is reachable as the account''s global rules allow.'
+            type: list
+            elements: str
+            default:
+            - us-south-1
+          image_family:
+            description: 'Boot image family (C(GET /images) lists them, e.g. V(lambda-stack-22-04)). Unset:
+              Lambda''s default, the latest Lambda Stack image.'
+            type: str
+          image_id:
+            description: Boot image id; exclusive with C(image_family).
+            type: str
+          k3s_direct:
+            description: Also open the k3s ports (6443, 80, 443) to the allowed addresses and report k3s access
+              C(Direct); V(false) keeps only SSH open and the k3s API is reached through an SSH tunnel.
+            type: bool
+            default: false
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          python_interpreter:
+            description: 'The Python Ansible uses on the instance. Unset: Ansible''s interpreter discovery
+              (V(/usr/bin/python3) on Lambda''s Ubuntu images).'
+            type: str
+          regions:
+            description: 'Regions to search, in order, when the request names none (the module''s C(regions)
+              wins). Unset: every region that Lambda lists with capacity.'
+            type: list
+            elements: str
+          request_timeout_s:
+            description:
+            - Read timeout of every API request.
+            - At least 0.
+            type: float
+            default: 60
+          ssh_port:
+            description:
+            - The port sshd listens on, for an image whose sshd listens elsewhere than 22 (it is opened in
+              the firewall ruleset too).
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: The login user of the image. Lambda's images log in as V(ubuntu); the task's C(ssh_user)
+              does not change it.
+            type: str
+            default: ubuntu
       local:
         description: 'The V(local) cloud: each VM is an sshd on a loopback port of the controller; no credentials.'
         type: dict
@@ -294,4 +375,203 @@ options:
             description: 'The login user; it must be the user running the controller''s tasks or one sshd
               may switch to. Unset: the current user.'
             type: str
+      primeintellect:
+        description: 'The V(primeintellect) cloud: Prime Intellect''s GPU marketplace, through its REST API
+          v1. Offers come from many underlying providers; a pod is a container or a VM depending on the provider,
+          so k3s is never installed there, and no boot script runs (Prime has no user data). The SSH user
+          and port come from the pod''s connection string.'
+        type: dict
+        suboptions:
+          api_key:
+            description:
+            - API key sent with every request (never logged).
+            - Never logged.
+            - When not set, read from E(PRIME_API_KEY).
+            type: str
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://api.primeintellect.ai
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          disk_size_gb:
+            description:
+            - 'The pod''s disk in GB (C(diskSize)). Unset: the offer''s default.'
+            - At least 1.
+            type: int
+          image:
+            description: The pod's image, one of Prime's environment names; offers that do not list it are
+              unavailable.
+            type: str
+            default: ubuntu_22_cuda_12
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          providers:
+            description: 'Only offers of these underlying providers (e.g. V(runpod), V(hyperstack), V(primecompute)).
+              Unset: every provider.'
+            type: list
+            elements: str
+          regions:
+            description: 'Data centers (an offer''s C(dataCenter), e.g. V(CANADA-1)) or countries (e.g. V(US))
+              to search, when the request names none (the module''s C(regions) wins). Unset: every location.'
+            type: list
+            elements: str
+          security:
+            description: 'Only offers of this kind: V(secure_cloud) (data centers), V(community_cloud), or
+              V(any) (both).'
+            type: str
+            choices:
+            - any
+            - secure_cloud
+            - community_cloud
+            default: any
+          team_id:
+            description: 'Create pods for this Prime team (C(team.teamId)). Unset: the key''s user.'
+            type: str
+      runpod:
+        description: 'The V(runpod) cloud: RunPod GPU pods (containers, not VMs: no k3s, no boot script),
+          through its REST API v2. The login is the pod''s sshd on its public IP and the port RunPod maps
+          to 22/tcp; the controller''s key reaches the pod in its C(PUBLIC_KEY) environment variable, so the
+          account''s registered keys are never changed. Pod ports have no firewall: C(allowed_cidrs) cannot
+          be enforced on RunPod.'
+        type: dict
+        suboptions:
+          api_key:
+            description:
+            - API key sent with every request (never logged).
+            - Never logged.
+            - When not set, read from E(RUNPOD_API_KEY).
+            type: str
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://api.runpod.io/v2
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          cloud_type:
+            description: 'RunPod''s cloud tier: V(SECURE) (RunPod-operated data centers) or V(COMMUNITY) (community
+              hosts, cheaper). Prices and stock are read for this tier.'
+            type: str
+            choices:
+            - SECURE
+            - COMMUNITY
+            default: SECURE
+          container_disk_gb:
+            description:
+            - 'Container disk in GB (ephemeral: wiped when the pod restarts).'
+            - At least 1.
+            type: int
+            default: 50
+          image:
+            description: Container image of the pod. It must start sshd with the keys in C(PUBLIC_KEY), as
+              RunPod's official images do.
+            type: str
+            default: runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404
+          min_cuda_version:
+            description: 'Lowest CUDA version the host must report, as V(major.minor) (for example V(12.4));
+              unset: any. Applied to the catalog''s stock and to the pod.'
+            type: str
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          regions:
+            description: 'RunPod data center ids to search, in order (for example V(US-TX-3), V(EU-RO-1)),
+              when the request names none (the module''s C(regions) wins). Unset: every data center the catalog
+              lists for the GPU.'
+            type: list
+            elements: str
+          volume_gb:
+            description:
+            - 'Size in GB of a persistent volume on the pod''s host, mounted at C(volume_path); unset: none.
+              It is destroyed with the pod.'
+            - At least 10.
+            type: int
+          volume_path:
+            description: Mount path of the persistent volume.
+            type: str
+            default: /workspace
+      verda:
+        description: 'The V(verda) cloud: Verda (formerly DataCrunch), through its REST API v1 with OAuth2
+          client credentials. Verda has no firewall API: an instance''s public address has every port open,
+          so C(allowed_cidrs) cannot be enforced there (the k3s API is reached through an SSH tunnel).'
+        type: dict
+        suboptions:
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://api.verda.com/v1
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          client_id:
+            description:
+            - OAuth2 client id of a Verda API credential (never logged). Required, here or in E(VERDA_CLIENT_ID).
+            - Never logged.
+            - When not set, read from E(VERDA_CLIENT_ID).
+            type: str
+          client_secret:
+            description:
+            - OAuth2 client secret of that credential (never logged). Required, here or in E(VERDA_CLIENT_SECRET).
+              The adapter trades it for an access token at C(<api_url>/oauth2/token) and fetches a new one
+              when it expires or is refused.
+            - Never logged.
+            - When not set, read from E(VERDA_CLIENT_SECRET).
+            type: str
+          image:
+            description: 'OS image type (or image id) of new instances. Unset: V(ubuntu-24.04-cuda-12.8-open-docker)
+              where the instance type supports it, otherwise the first image the instance type lists as supported.'
+            type: str
+          os_volume_size_gb:
+            description:
+            - Size of the OS volume in GB.
+            - At least 1.
+            type: int
+            default: 100
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          regions:
+            description: 'Location codes to search, in order (for example V(FIN-01), V(FIN-03), V(ICE-01)),
+              when the request names none (the module''s C(regions) wins). Unset: every location the availability
+              listing reports.'
+            type: list
+            elements: str
+          ssh_port:
+            description:
+            - The SSH port of the instance, for an image whose sshd listens elsewhere than 22.
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: The image's login user that the registered SSH key authorises (Verda's images log
+              in as V(root)); the adapter creates no user.
+            type: str
+            default: root
 """

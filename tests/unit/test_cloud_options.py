@@ -20,10 +20,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import jo
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CLOUDS = sorted(registry.OPTION_SPECS)
 # The least each cloud needs to be built (gcp: a project; the rest: nothing).
-MINIMAL = {"aws": {}, "gcp": {"project": "p"}, "docker": {}, "local": {}}
+# The marketplace adapters build without credentials (their client is made on the first call).
+MINIMAL = {"aws": {}, "gcp": {"project": "p"}, "docker": {}, "local": {}, "lambda": {}, "runpod": {},
+           "primeintellect": {}, "verda": {}}
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
                   "AWS_PROFILE", "AWS_ENDPOINT_URL", "GCP_PROJECT", "GCE_PROJECT", "GCP_SERVICE_ACCOUNT_FILE",
-                  "GCE_CREDENTIALS_FILE_PATH", "DOCKER_HOST")
+                  "GCE_CREDENTIALS_FILE_PATH", "DOCKER_HOST", "LAMBDA_API_KEY", "RUNPOD_API_KEY", "PRIME_API_KEY",
+                  "VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET")
 
 
 @pytest.fixture(autouse=True)

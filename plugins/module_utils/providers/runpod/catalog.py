@@ -49,6 +49,14 @@ GPU_IDS = {
     "Tesla V100-PCIE-16GB": "V100",
     "Tesla V100-SXM2-16GB": "V100",
     "Tesla V100-SXM2-32GB": "V100-32GB",
+    "Tesla V100-PCIE-32GB": "V100-32GB",
+    "Tesla T4": "T4",
+    "NVIDIA A30": "A30",
+    "NVIDIA H200 NVL": "H200-NVL",
+    "NVIDIA RTX 2000 Ada Generation": "RTX2000ADA",
+    "NVIDIA RTX 4000 Ada Generation": "RTX4000ADA",
+    "NVIDIA RTX 5000 Ada Generation": "RTX5000ADA",
+    "NVIDIA GeForce RTX 5080": "RTX5080",
 }
 
 # Catalog stock levels, best first.

@@ -90,10 +90,14 @@ class _Forwarder:
         for _conn in iter(int, 1):  # until the listener is closed
             try:
                 conn, _peer = self.listener.accept()
-                upstream = socket.create_connection(self.target, timeout=10)
-                upstream.settimeout(None)
             except OSError:
                 return
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+                upstream.settimeout(None)
+            except OSError:  # sshd not listening yet (or gone): this connection fails, the next may not
+                conn.close()
+                continue
             self.open += [conn, upstream]
             for src, dst in ((conn, upstream), (upstream, conn)):
                 threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import sys
 
 import pytest
 
@@ -113,3 +114,27 @@ def test_offers_instance_and_info_against_the_lambda_fake(ansible, tmp_path, lam
     assert saved["after"]["instances"] == []
     assert lambda_fake.resources() == set(), "absent left %s on the fake" % sorted(lambda_fake.resources())
     assert lambda_fake.sshd.running == {}
+
+
+def test_provision_and_down_on_lambda_with_a_capacity_refusal_first(ansible, lambda_fake):
+    """The whole launch machine on lambda: the first offer's launch is refused for capacity, the
+    second comes up, the VM answers over SSH (the playbook's smoke command), and down leaves nothing."""
+    lambda_fake.fail_capacity()
+    # the "VM" is this machine's sshd: Ansible runs this Python there, as the local cloud does
+    opts = {"lambda": {"api_url": lambda_fake.api_url, "ssh_user": getpass.getuser(),
+                       "ssh_port": lambda_fake.ssh_port, "allowed_cidrs": ["127.0.0.0/8"], "poll_interval_s": 0.2,
+                       "python_interpreter": sys.executable}}
+    env = {"LAMBDA_API_KEY": lambda_fake.token}
+    up = ansible.playbook("provision", "-e", "vm=lam2", "-e", "clouds=lambda", "-e", "gpu=A10", "-e", "k8s=false",
+                          "-e", json.dumps({"gpuprov_cloud_options": opts}), extra_env=env)
+    assert up.rc == 0, up
+    assert "lam2 is up on lambda/us-west-1" in up.out and "offer 2 of 2" in up.out, up
+    assert "instance-operations/launch/insufficient-capacity" in up.out, up
+    assert "smoke command: Linux" in up.out, up
+    assert len(lambda_fake.calls_of("instances.launch")) == 2 and len(lambda_fake.instances) == 1
+    assert lambda_fake.token not in up.out
+
+    down = ansible.playbook("down", "-e", "vm=lam2", "-e", json.dumps({"gpuprov_cloud_options": opts}),
+                            extra_env=env)
+    assert down.rc == 0, down
+    assert lambda_fake.resources() == set(), "down left %s on the fake" % sorted(lambda_fake.resources())

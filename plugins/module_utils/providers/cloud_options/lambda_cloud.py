@@ -32,6 +32,9 @@ OPTIONS = dict(
         "Boot image family (C(GET /images) lists them, e.g. V(lambda-stack-22-04)). Unset: Lambda's default, the "
         "latest Lambda Stack image.")),
     image_id=dict(type="str", description="Boot image id; exclusive with C(image_family)."),
+    python_interpreter=dict(type="str", description=(
+        "The Python Ansible uses on the instance. Unset: Ansible's interpreter discovery (V(/usr/bin/python3) on "
+        "Lambda's Ubuntu images).")),
     firewall_unsupported_regions=dict(type="list", elements="str", default=["us-south-1"], description=(
         "Regions where Lambda applies no firewall rules (its docs name V(us-south-1)): no ruleset is made there "
         "and the VM is reachable as the account's global rules allow.")),

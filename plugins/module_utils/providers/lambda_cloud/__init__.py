@@ -92,7 +92,8 @@ class LambdaProvider(TypedOptionsProvider):
         return Capabilities(
             kubernetes=True, boot_script=True, spot=False,
             k3s_access=K3sAccess.DIRECT if self.options["k3s_direct"] else K3sAccess.SSH_TUNNEL,
-            boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"])
+            boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
+            python_interpreter=self.options["python_interpreter"] or None)
 
     # -- plan -----------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ notes:
   - This module is a member of the module_defaults group C(group/gpuprov.cloud.gpuprov) (M(gpuprov.cloud.vm),
     M(gpuprov.cloud.offers), M(gpuprov.cloud.instance), M(gpuprov.cloud.instance_info) and
     M(gpuprov.cloud.journal_info)). Every member accepts the options the group shares, O(clouds), O(cloud),
-    O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(journal), O(ssh_key), O(ssh_user),
+    O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(prefer), O(max_price_per_hour), O(journal),
+    O(ssh_key), O(ssh_user),
     O(boot_timeout), O(ssh_timeout) and O(teardown_timeout), so any of them can be a group default; a member
     that has no use for one ignores it, as its description says.
 """
@@ -102,4 +103,12 @@ options:
     description: Shared by the module_defaults group; ignored by this module.
     type: bool
     default: false
+  prefer:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: str
+    choices: [order, price]
+    default: order
+  max_price_per_hour:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: float
 """

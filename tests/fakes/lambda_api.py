@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import base64
 import socket
-import threading
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, Reply, route
+from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, PortForwarder, Reply, route
 
 P = "/api/v1"
 REGIONS = {"us-east-1": "Virginia, USA", "us-west-1": "California, USA", "us-south-1": "Texas, USA",
@@ -74,59 +73,6 @@ def _region(name: str) -> Dict[str, str]:
     return {"name": name, "description": REGIONS.get(name, name)}
 
 
-class _Forwarder:
-    """TCP from (address, port) to an sshd elsewhere on loopback, one thread pair a connection."""
-
-    def __init__(self, address: str, port: int, target: Tuple[str, int]):
-        self.target = target
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((address, port))
-        self.listener.listen(16)
-        self.open: List[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        for _conn in iter(int, 1):  # until the listener is closed
-            try:
-                conn, _peer = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=10)
-                upstream.settimeout(None)
-            except OSError:  # sshd not listening yet (or gone): this connection fails, the next may not
-                conn.close()
-                continue
-            self.open += [conn, upstream]
-            for src, dst in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            for chunk in iter(lambda: src.recv(65536), b""):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        for end in (src, dst):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        try:
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        except OSError:
-            pass
-        for sock in [self.listener] + self.open:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-
 class LambdaApiFake(MarketplaceFake):
     cloud = "lambda"
 
@@ -138,7 +84,7 @@ class LambdaApiFake(MarketplaceFake):
         self.ssh_keys: Dict[str, Dict[str, Any]] = {}
         self.rulesets: Dict[str, Dict[str, Any]] = {}
         self.global_rules = [{"protocol": "icmp", "source_network": "0.0.0.0/0", "description": "ping"}]
-        self._forwarders: Dict[str, _Forwarder] = {}
+        self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
@@ -238,7 +184,7 @@ class LambdaApiFake(MarketplaceFake):
             host, port, _user = self.sshd.start(record["id"], [key["public_key"]] if key else [])
             address = "127.0.0.%d" % self._next_address
             self._next_address += 1
-            self._forwarders[record["id"]] = _Forwarder(address, self.ssh_port, (host, port))
+            self._forwarders[record["id"]] = PortForwarder(address, self.ssh_port, (host, port))
             record.update(status="active", ip=address, private_ip="10.0.%d.%d" % divmod(self._next_address, 256),
                           hostname=address.replace(".", "-"), jupyter_url="https://jupyter-%s.lambdaspaces.com"
                           % record["id"])

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -133,6 +134,64 @@ class SshdPool:
     def stop_all(self) -> None:
         for instance_id in list(self.running):
             self.stop(instance_id)
+
+
+class PortForwarder:
+    """TCP from (address, port) to an sshd elsewhere on loopback, for as long as it runs.
+
+    Clouds that report only an IP (Lambda, Verda) log in on one fixed port: each fake
+    instance gets its own 127.0.0.N on the fake's one port, forwarded to its real sshd.
+    A connection made before that sshd listens is closed (as a booting VM's port is), and
+    the next one is tried afresh."""
+
+    def __init__(self, address: str, port: int, target: Tuple[str, int]):
+        self.target = target
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((address, port))
+        self.listener.listen(16)
+        self.open: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        for _conn in iter(int, 1):  # until the listener is closed
+            try:
+                client, _peer = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            self.open += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            for chunk in iter(lambda: src.recv(65536), b""):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for end in (src, dst):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        for sock in [self.listener] + self.open:
+            try:
+                sock.close()
+            except OSError:
+                pass
 
 
 class MarketplaceFake:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import datetime
 import socket
-import threading
 import uuid
 from typing import Any, Dict, List, Optional, Set
 
-from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, Reply, route
+from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, PortForwarder, Reply, route
 
 CLIENT_ID = "fake-client-id"
 CLIENT_SECRET = "fake-client-secret"
@@ -77,50 +76,6 @@ def _error(status: int, code: str, message: str, headers: Optional[Dict[str, str
     return Reply(status, {"code": code, "message": message}, headers=headers)
 
 
-class _Forwarder:
-    """TCP forwarding from (address, port) to 127.0.0.1:target, for as long as it runs."""
-
-    def __init__(self, address: str, port: int, target: int):
-        self.target = target
-        self.server = socket.socket()
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind((address, port))
-        self.server.listen(8)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        for _conn in iter(int, 1):  # until the listening socket closes
-            try:
-                client, _peer = self.server.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=10)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            for data in iter(lambda: src.recv(65536), b""):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.server.close()
-
-
 class VerdaApiFake(MarketplaceFake):
     cloud = "verda"
 
@@ -136,7 +91,7 @@ class VerdaApiFake(MarketplaceFake):
         self.tokens_issued = 0
         self.no_capacity_next = 0      # accepted creates that then read status no_capacity
         self.ssh_port = self._free_port()
-        self._forwarders: Dict[str, _Forwarder] = {}
+        self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
 
     @property
@@ -227,7 +182,7 @@ class VerdaApiFake(MarketplaceFake):
             _host, port, _user = self.sshd.start(inst["id"], keys)
             address = "127.0.0.%d" % self._next_address
             self._next_address += 1
-            self._forwarders[inst["id"]] = _Forwarder(address, self.ssh_port, port)
+            self._forwarders[inst["id"]] = PortForwarder(address, self.ssh_port, ("127.0.0.1", port))
             inst["status"], inst["ip"] = "running", address
         elif inst["status"] == "deleting" and ready:
             self._gone(inst)

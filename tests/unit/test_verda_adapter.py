@@ -125,7 +125,7 @@ def test_plan_reports_no_price_that_is_not_usd(fake):
     ("A100", 8, 640, "A100-80GB"), ("A100 80GB", 1, 0, "A100-80GB"), ("Tesla V100", 4, 64, "V100"),
     ("V100", 1, 32, "V100-32GB"), ("RTX PRO 6000", 1, 96, "RTXPRO6000"), ("RTX A6000", 1, 48, "A6000"),
     ("RTX 6000 Ada", 1, 48, "RTX6000ADA"), ("L40S", 1, 48, "L40S"), ("B200", 8, 1440, "B200"),
-    ("H200", 1, 141, "H200"), ("GB300", 4, 1152, None), ("CPU Node", 0, 0, None),
+    ("H200", 1, 141, "H200"), ("GB300", 4, 1152, "GB300"), ("Rubin", 8, 2304, None), ("CPU Node", 0, 0, None),
 ])
 def test_catalog_reads_vendor_gpu_names(model, gpus, memory, expected):
     itype = {"model": model, "gpu": {"number_of_gpus": gpus}, "gpu_memory": {"size_in_gigabytes": memory}}

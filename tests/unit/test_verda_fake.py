@@ -6,6 +6,7 @@ the instance's own address and the fake's SSH port) -> deleting -> gone."""
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -79,8 +80,16 @@ def test_create_answers_plain_text_and_the_instance_boots_and_goes(fake):
     assert statuses == ["provisioning", "running"]
     inst = _call(fake, "GET", "/instances/" + instance_id, token).json()
     assert not any(k.startswith("_") for k in inst)
-    with socket.create_connection((inst["ip"], fake.ssh_port), timeout=10) as conn:
-        assert conn.recv(64).startswith(b"SSH-2.0")
+    # The sshd behind the instance listens a moment after "running" (as on a real VM): until
+    # then the forwarder closes each connection at once.
+    banner = b""
+    for _attempt in range(100):
+        with socket.create_connection((inst["ip"], fake.ssh_port), timeout=10) as conn:
+            banner = conn.recv(64)
+        if banner:
+            break
+        time.sleep(0.1)
+    assert banner.startswith(b"SSH-2.0")
     assert _call(fake, "PUT", "/instances", token, json={"id": [instance_id], "action": "delete"}).status_code == 202
     reads = [_call(fake, "GET", "/instances", token).json() for _read in range(3)]
     assert reads[0][0]["status"] == "deleting" and reads[-1] == []

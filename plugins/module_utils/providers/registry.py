@@ -17,9 +17,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, Provider, ProviderError,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options import (
-    aws as aws_options, docker as docker_options, gcp as gcp_options, lambda_cloud as lambda_options,
-    local as local_options, primeintellect as primeintellect_options, runpod as runpod_options,
-    verda as verda_options,
+    aws as aws_options, digitalocean as digitalocean_options, docker as docker_options, gcp as gcp_options,
+    hyperstack as hyperstack_options, lambda_cloud as lambda_options, local as local_options,
+    massedcompute as massedcompute_options, nebius as nebius_options, primeintellect as primeintellect_options,
+    runpod as runpod_options, verda as verda_options,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import argument_spec
 
@@ -36,6 +37,10 @@ ADAPTERS = {
     "runpod": ("runpod", "RunpodProvider"),
     "primeintellect": ("primeintellect", "PrimeIntellectProvider"),
     "verda": ("verda", "VerdaProvider"),
+    "massedcompute": ("massedcompute", "MassedComputeProvider"),
+    "hyperstack": ("hyperstack", "HyperstackProvider"),
+    "digitalocean": ("digitalocean", "DigitalOceanProvider"),
+    "nebius": ("nebius", "NebiusProvider"),
 }
 
 # cloud name -> its option declaration (``cloud_options.<cloud>``)
@@ -48,6 +53,10 @@ OPTION_SPECS = {
     "runpod": runpod_options.OPTIONS,
     "primeintellect": primeintellect_options.OPTIONS,
     "verda": verda_options.OPTIONS,
+    "massedcompute": massedcompute_options.OPTIONS,
+    "hyperstack": hyperstack_options.OPTIONS,
+    "digitalocean": digitalocean_options.OPTIONS,
+    "nebius": nebius_options.OPTIONS,
 }
 
 DEFAULT_CLOUD = "local"

@@ -8,7 +8,7 @@ Docker engine). ``conftest.py`` discovers those files and parametrises the suite
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Set
+from typing import Any, Iterable, List, Optional, Set
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Provider, ResourceRequest,
@@ -77,3 +77,26 @@ class Harness:
     def new_provider(self) -> Provider:
         """A fresh adapter instance on the same fake, as after a controller crash."""
         return adapter_class(self.provider)(dict(self.provider.options), journal_id=self.provider.journal_id)
+
+
+class FakeApiHarness(Harness):
+    """A harness whose fake is a vendor API server (tests/fakes/<cloud>_api.py): it holds
+    the fake's side resources, clears its armed faults and stops it; an instance the API
+    has accepted and not booted yet is what a fresh adapter's own create makes (the fakes
+    boot an instance only on later reads)."""
+
+    fake: Any
+
+    def clear_errors(self) -> None:
+        self.fake.clear_faults()
+
+    def resources(self) -> Set[str]:
+        return self.fake.resources()
+
+    def close(self) -> None:
+        self.fake.stop()
+
+    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
+        fresh = self.new_provider()
+        offer = fresh.plan(self.request)[0]
+        return fresh.create(offer, fresh.prepare(offer, spec), spec)

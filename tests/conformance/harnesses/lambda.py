@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from typing import Iterable, List, Set
+from typing import Iterable, List
 
 import pytest
 
@@ -29,7 +29,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud import LambdaProvider  # noqa
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.lambda_api import LambdaApiFake  # noqa: E402
 
 K = ErrorKind
@@ -45,7 +45,7 @@ FIRST_CALL = {
 }
 
 
-class LambdaHarness(Harness):
+class LambdaHarness(FakeApiHarness):
     cloud = "lambda"
 
     def __init__(self, root: str):
@@ -77,9 +77,6 @@ class LambdaHarness(Harness):
         else:
             pytest.skip("the lambda API has no %s answer to %s's requests" % (kind, primitive))
 
-    def clear_errors(self) -> None:
-        self.fake.clear_faults()
-
     def settle(self, location: Location, instance_id: str) -> None:
         self.fake.finish(instance_id)
 
@@ -89,20 +86,8 @@ class LambdaHarness(Harness):
     def unknown_instance_id(self) -> str:
         return uuid.uuid4().hex
 
-    def create_unreachable(self, spec: InstanceSpec):
-        """A launched instance still booting: no ip yet."""
-        fresh = self.new_provider()
-        offer = fresh.plan(self.request)[0]
-        return fresh.create(offer, fresh.prepare(offer, spec), spec)
-
-    def resources(self) -> Set[str]:
-        return self.fake.resources()
-
     def instance_ids(self) -> List[str]:
         return sorted(i["id"] for i in self.fake.live() if i["status"] != "terminating")
-
-    def close(self) -> None:
-        self.fake.stop()
 
 
 def make_harness(tmp_path_factory) -> LambdaHarness:

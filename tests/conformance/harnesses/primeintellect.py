@@ -22,7 +22,7 @@ whose text reads as capacity.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional
 
 import pytest
 
@@ -34,7 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect import (  # noqa: E402
     PrimeIntellectProvider, catalog,
 )
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import Reply  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.primeintellect_api import PrimeIntellectApiFake  # noqa: E402
 
@@ -57,7 +57,7 @@ FAULTS = {
 }
 
 
-class PrimeIntellectHarness(Harness):
+class PrimeIntellectHarness(FakeApiHarness):
     cloud = "primeintellect"
 
     def __init__(self, root: str):
@@ -79,9 +79,6 @@ class PrimeIntellectHarness(Harness):
             pytest.skip("the primeintellect fake has no honest way to make %s raise %s" % (primitive, kind))
         self.fake.fail_next(FIRST_CALL[primitive], reply)
 
-    def clear_errors(self) -> None:
-        self.fake.clear_faults()
-
     def settle(self, location: Location, instance_id: str) -> None:
         self.fake.settle(instance_id)
 
@@ -95,15 +92,9 @@ class PrimeIntellectHarness(Harness):
         """A pod Prime calls ACTIVE whose sshConnection and ip are still ``[null]``."""
         return self.fake.make_unreachable_pod(catalog.pod_name(spec.vm_name, self.provider.journal_id))
 
-    def resources(self) -> Set[str]:
-        return self.fake.resources()
-
     def instance_ids(self) -> List[str]:
         with self.fake.lock:
             return sorted(i for i, p in self.fake.pods.items() if p["status"] not in ("DELETING", "TERMINATED"))
-
-    def close(self) -> None:
-        self.fake.stop()
 
 
 def make_harness(tmp_path_factory) -> PrimeIntellectHarness:

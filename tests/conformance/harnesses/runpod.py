@@ -23,7 +23,7 @@ make them fail; those combinations skip with the reason.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Set
 
 import pytest
 
@@ -33,7 +33,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, InstanceSpec, Location, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod import RunpodProvider  # noqa: E402
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import RunpodApiFake, problem  # noqa: E402
 
 K = ErrorKind
@@ -41,7 +41,7 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZG
 CALLS = {"plan": "catalog.gpus", "create": "pods.create", "observe": "pods.list", "delete": "pods.delete"}
 
 
-class RunpodHarness(Harness):
+class RunpodHarness(FakeApiHarness):
     cloud = "runpod"
 
     def __init__(self, root: str):
@@ -82,17 +82,8 @@ class RunpodHarness(Harness):
         else:
             pytest.skip("the runpod fake has no honest way to make %s raise %s" % (primitive, kind))
 
-    def clear_errors(self) -> None:
-        self.fake.clear_faults()
-
     def settle(self, location: Location, instance_id: str) -> None:
         self.fake.settle(instance_id)
-
-    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
-        """A pod RunPod has accepted and not started: PROVISIONING, no ssh.direct."""
-        fresh = self.new_provider()
-        offer = fresh.plan(self.request)[0]
-        return fresh.create(offer, fresh.prepare(offer, spec), spec)
 
     def resources(self) -> Set[str]:
         with self.fake.lock:
@@ -104,9 +95,6 @@ class RunpodHarness(Harness):
 
     def unknown_instance_id(self) -> str:
         return "zzzzzzzzzzzzzz"
-
-    def close(self) -> None:
-        self.fake.stop()
 
 
 def make_harness(tmp_path_factory) -> RunpodHarness:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List
 
 import pytest
 
@@ -34,7 +34,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda import VerdaProvider  # noqa: E402
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import Reply  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.verda_api import (  # noqa: E402
     CLIENT_ID, CLIENT_SECRET, VerdaApiFake,
@@ -63,7 +63,7 @@ def options(fake: VerdaApiFake) -> dict:
             "ssh_user": getpass.getuser(), "ssh_port": fake.ssh_port}
 
 
-class VerdaHarness(Harness):
+class VerdaHarness(FakeApiHarness):
     cloud = "verda"
 
     def __init__(self, root: str):
@@ -94,9 +94,6 @@ class VerdaHarness(Harness):
         else:
             pytest.skip("the verda fake has no honest way to make %s raise %s" % (primitive, kind))
 
-    def clear_errors(self) -> None:
-        self.fake.clear_faults()
-
     def settle(self, location: Location, instance_id: str) -> None:
         self.fake.settle(instance_id)
 
@@ -106,20 +103,8 @@ class VerdaHarness(Harness):
     def unknown_instance_id(self) -> str:
         return str(uuid.uuid4())
 
-    def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
-        """An instance Verda has accepted and not provisioned yet: ordered, no ip."""
-        fresh = self.new_provider()
-        offer = fresh.plan(self.request)[0]
-        return fresh.create(offer, fresh.prepare(offer, spec), spec)
-
-    def resources(self) -> Set[str]:
-        return self.fake.resources()
-
     def instance_ids(self) -> List[str]:
         return self.fake.live_instances()
-
-    def close(self) -> None:
-        self.fake.stop()
 
 
 def make_harness(tmp_path_factory) -> VerdaHarness:

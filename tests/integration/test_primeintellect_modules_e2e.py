@@ -6,12 +6,9 @@ on the fake (pod, SSH key) after state=absent."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -20,32 +17,7 @@ pytest.importorskip("requests")
 from ansible_collections.gpuprov.cloud.tests.fakes.primeintellect_api import (  # noqa: E402
     PrimeIntellectApiFake,
 )
-
-RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+"
-                   r"skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
-BIN = os.path.dirname(sys.executable)
-
-HEAD = """\
-- name: {title}
-  hosts: localhost
-  gather_facts: false
-  module_defaults:
-    group/gpuprov.cloud.gpuprov:
-      cloud: primeintellect
-      cloud_options:
-        primeintellect:
-          api_url: "{{{{ api_url }}}}"
-          poll_interval_s: 0.2
-  tasks:
-"""
-SAVE = """\
-    - name: Save what the tasks returned
-      ansible.builtin.copy:
-        content: "{{{{ {{{names}}} | to_json }}}}"
-        dest: "{{{{ out }}}}"
-        mode: "0600"
-      changed_when: false
-"""
+from ansible_collections.gpuprov.cloud.tests.integration.test_primitive_modules_e2e import Play  # noqa: E402
 
 
 @pytest.fixture
@@ -58,20 +30,13 @@ def prime(tmp_path):
 
 
 def _play(ansible, prime, tmp_path, title, tasks, names):
-    path = tmp_path / ("%s.yml" % re.sub(r"\W+", "-", title).strip("-").lower())
-    out = tmp_path / (path.stem + ".json")
-    save = SAVE.format(names=", ".join("'%s': %s" % (n, n) for n in names))
-    path.write_text(HEAD.format(title=title) + tasks + save)
+    defaults = {"cloud": "primeintellect",
+                "cloud_options": {"primeintellect": {"api_url": "{{ api_url }}", "poll_interval_s": 0.2}}}
     # The key comes from the environment, as PRIME_API_KEY (the CLI's and SkyPilot's variable).
-    env = dict(ansible.env, PRIME_API_KEY=prime.token)
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), str(path), "-e", "out=%s" % out,
-                           "-e", "api_url=%s" % prime.url], env=env, cwd=str(ansible.home), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
-    recap = {m.group(1): dict(zip(("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"),
-                                  map(int, m.groups()[1:]))) for m in RECAP.finditer(proc.stdout)}
-    assert "Traceback" not in proc.stdout and "MODULE FAILURE" not in proc.stdout, proc.stdout[-6000:]
+    proc, recap, saved = Play(ansible, tmp_path, title, tasks, names, defaults).run(
+        "-e", "api_url=%s" % prime.url, env={"PRIME_API_KEY": prime.token})
     assert prime.token not in proc.stdout
-    return proc, recap.get("localhost"), json.loads(out.read_text()) if out.exists() else None
+    return proc, recap, saved
 
 
 def test_offers_priced_per_pod_with_stock_reasons(ansible, prime, tmp_path):

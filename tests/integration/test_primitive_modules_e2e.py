@@ -26,8 +26,7 @@ HEAD = """\
   hosts: localhost
   gather_facts: false
   module_defaults:
-    group/gpuprov.cloud.gpuprov:
-      cloud_options: {{local: {{}}}}
+    group/gpuprov.cloud.gpuprov: {defaults}
   tasks:
 """
 SAVE = """\
@@ -44,12 +43,14 @@ SAVE = """\
 class Play:
     """A playbook written to tmp, run with the fixture's environment; results saved as JSON."""
 
-    def __init__(self, ansible, tmp_path, title: str, tasks: str, names):
+    def __init__(self, ansible, tmp_path, title: str, tasks: str, names, defaults=None):
+        """``defaults``: the module_defaults of the gpuprov group (the local cloud's by default)."""
         self.ansible = ansible
         self.path = tmp_path / ("%s.yml" % re.sub(r"\W+", "-", title).strip("-").lower())
         self.out = tmp_path / (self.path.stem + ".json")
         save = SAVE.format(names=", ".join("'%s': %s" % (n, n) for n in names))
-        self.path.write_text(HEAD.format(title=title) + tasks + save)
+        group = json.dumps(defaults if defaults is not None else {"cloud_options": {"local": {}}})
+        self.path.write_text(HEAD.format(title=title, defaults=group) + tasks + save)
 
     def run(self, *args: str, env=None):
         if self.out.exists():

@@ -1,0 +1,417 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Nebius AI Cloud adapter (the ``nebius`` cloud), through the official Python SDK
+``nebius`` (gRPC: Nebius publishes no REST API). Every call is one SDK request with one
+attempt (``retries=1``: the core retries) and the options' deadline; mutations return a
+Nebius Operation that is never waited on here: its ``resource_id`` is the id, and
+observe reports what the instance became.
+
+Options: ``cloud_options.nebius`` (providers/cloud_options/nebius.py). Credentials: an
+IAM token (E(NEBIUS_IAM_TOKEN)) or a service account (credentials file, or id + key id +
+private key file), handed to the SDK, which exchanges and renews them.
+
+* plan: ``PlatformService.List`` of the project: one offer per GPU platform x preset
+  (gpu_count = the preset's GPUs) in the project's region, priced by one
+  ``billing.v1.CalculatorService.EstimateBatch`` of the same create requests (USD/h).
+  Nebius exposes no stock: every offer is available; a full region is Capacity on create.
+* prepare: the subnet (option, else the project's first); a security group
+  ``gpuprov-<vm>-j<8 hex of sha256(journal id)>`` on its network with one ingress rule
+  (TCP ssh_port + open_ports from the allowed CIDRs) and one egress rule (all).
+  Nebius has no SSH-key resource: the key goes in with cloud-init.
+* create: one ``InstanceService.Create`` named after the VM, labelled gpuprov-vm-name and
+  gpuprov-journal-id, with a managed boot disk (deleted with the VM), a public IP, the
+  security group and cloud-init user data (login user + key, boot script).
+* observe: ``InstanceService.GetByName`` (names are unique per project); the endpoint is
+  the public address (``a.b.c.d/32`` stripped) once RUNNING.
+* delete: ``InstanceService.Delete`` of each id; NOT_FOUND is done.
+* cleanup: this journal's security group of the VM, its rules first; Transient while an
+  instance still holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import (
+    NebiusError, from_exception, malformed,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
+
+try:
+    from nebius.sdk import SDK
+    from nebius.base.options import INSECURE
+    from nebius.base.resolver import Constant
+    from nebius.aio.token.static import Bearer
+    from nebius.aio.token.token import Token
+    from nebius.api.nebius.common.v1 import GetByNameRequest, ResourceMetadata
+    from nebius.api.nebius.compute.v1 import (
+        AttachedDiskSpec, CreateInstanceRequest, DeleteInstanceRequest, DiskSpec, InstanceServiceClient,
+        InstanceSpec as NbInstanceSpec, IPAddress, ListPlatformsRequest, ManagedDisk, NetworkInterfaceSpec,
+        PlatformServiceClient, PreemptibleSpec, PublicIPAddress, ResourcesSpec, SecurityGroup as NicSecurityGroup,
+        SourceImageFamily,
+    )
+    from nebius.api.nebius.vpc.v1 import (
+        CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest,
+        GetSecurityGroupByNameRequest, ListSecurityRulesRequest, ListSubnetsRequest, RuleAccessAction, RuleEgress,
+        RuleIngress, RuleProtocol, SecurityGroupServiceClient, SecurityGroupSpec, SecurityRuleServiceClient,
+        SecurityRuleSpec, SubnetServiceClient,
+    )
+    from nebius.api.nebius.billing.v1 import (
+        CalculatorServiceClient, EstimateBatchRequest, FilterAggregationUnit, ResourceSpec,
+    )
+    from nebius.api.google.protobuf import Any as PbAny
+    HOUR = FilterAggregationUnit.FilterAggregationUnitValue.FILTER_AGGREGATION_UNIT_HOUR
+    HAS_SDK, SDK_IMPORT_ERROR = True, None
+except ImportError as exc:  # the adapter is importable without the SDK; its first call says how to install it
+    HAS_SDK, SDK_IMPORT_ERROR = False, exc
+
+USER_AGENT = "gpuprov-cloud/1"
+# The login user cloud-init makes, on the instance's labels: observe reports it in the endpoint.
+SSH_USER_LABEL = "gpuprov-ssh-user"
+MAX_RULE_ITEMS = 8            # Nebius: at most 8 CIDRs and 8 ports per security rule
+STATES = {
+    "UNSPECIFIED": Status.PENDING, "CREATING": Status.PENDING, "UPDATING": Status.PENDING,
+    "STARTING": Status.PENDING, "RUNNING": Status.RUNNING, "STOPPING": Status.STOPPING,
+    "STOPPED": Status.STOPPED, "DELETING": Status.TERMINATING, "ERROR": Status.FAILED,
+}
+
+
+class NebiusProvider(TypedOptionsProvider):
+    name = "nebius"
+    option_spec = OPTIONS
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
+        super().__init__(options, journal_id=journal_id)
+        self._sdk: Any = None
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _credentials(self) -> Dict[str, Any]:
+        opts = self.options
+        account = (opts["service_account_id"], opts["service_account_public_key_id"],
+                   opts["service_account_private_key_file"])
+        if opts["credentials_file"]:
+            return {"credentials_file_name": opts["credentials_file"]}
+        if all(account):
+            return {"service_account_id": account[0], "service_account_public_key_id": account[1],
+                    "service_account_private_key_file_name": account[2]}
+        if any(account):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "cloud_options.nebius: service_account_id, "
+                                "service_account_public_key_id and service_account_private_key_file go together")
+        if opts["iam_token"]:
+            return {"credentials": Bearer(Token(opts["iam_token"]))}
+        raise ProviderError(ErrorKind.CREDENTIALS, "cloud_options.nebius: no credentials: set iam_token "
+                            "(or NEBIUS_IAM_TOKEN), credentials_file, or the service_account_* options")
+
+    @property
+    def sdk(self) -> Any:
+        """The SDK channel, made on first use (capabilities and option checks need no credentials)."""
+        if self._sdk is None:
+            require_sdk("nebius", HAS_SDK, "the nebius Python SDK (nebius)", SDK_IMPORT_ERROR)
+            if not self.options["project_id"]:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "cloud_options.nebius.project_id: required (or "
+                                    "NEBIUS_PROJECT_ID): the project the VMs are made in")
+            kwargs = self._credentials()
+            endpoint = self.options["api_endpoint"]
+            if endpoint:
+                kwargs["resolver"] = Constant(endpoint)
+                if self.options["api_insecure"]:
+                    kwargs["address_options"] = {endpoint: [(INSECURE, True)]}
+            try:
+                self._sdk = SDK(user_agent_prefix=USER_AGENT, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - an unreadable key file, a bad endpoint: classified
+                raise NebiusError(ErrorKind.CREDENTIALS, "nebius SDK: %s: %s" % (type(exc).__name__, exc))
+        return self._sdk
+
+    def _call(self, what: str, client: type, method: str, request: Any) -> Any:
+        """One SDK request, one attempt, its reply or a classified error."""
+        sdk = self.sdk
+        try:
+            return getattr(client(sdk), method)(request, retries=1, timeout=self.options["request_timeout_s"],
+                                                auth_timeout=self.options["request_timeout_s"]).wait()
+        except ProviderError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is classified (errors.py)
+            raise from_exception(exc, what) from exc
+
+    def _absent_if_not_found(self, what: str, client: type, method: str, request: Any) -> Any:
+        """The reply, or None when the API answers NOT_FOUND."""
+        try:
+            return self._call(what, client, method, request)
+        except NebiusError as err:
+            if err.code == "NOT_FOUND":
+                return None
+            raise
+
+    def _operation_resource(self, what: str, operation: Any) -> str:
+        resource_id = getattr(operation, "resource_id", "") or ""
+        if not resource_id:
+            raise malformed(what, "the operation names no resource_id")
+        return resource_id
+
+    @property
+    def project(self) -> str:
+        return self.options["project_id"]
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            kubernetes=True, boot_script=True, spot=True, k3s_access=K3sAccess.SSH_TUNNEL,
+            boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
+            python_interpreter=self.options["python_interpreter"] or None)
+
+    # -- plan -----------------------------------------------------------------------
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        validate_vm_name(request.vm_name)
+        want = canonical_gpu(request.gpu)
+        count = max(int(request.gpu_count or 1), 1) if want else 0
+        region = self.options["region"]
+        if request.regions and region not in request.regions:
+            return []  # the project lives in one region, not among those asked
+        platforms = self._platforms()
+        offers, seen_counts = [], []
+        for platform in platforms:
+            pid = platform.metadata.name or platform.metadata.id
+            gpu = catalog.gpu_of(pid, platform.spec.human_readable_name or "")
+            if (want is None and gpu is not None) or (want is not None and gpu != want):
+                continue
+            if request.spot and not platform.status.allowed_for_preemptibles:
+                continue
+            for preset in platform.spec.presets:
+                gpus = int(preset.resources.gpu_count or 0)
+                seen_counts.append(gpus)
+                if want is not None and gpus < count:
+                    continue
+                offers.append(Offer(
+                    cloud=self.name, region=region, instance_type="%s/%s" % (pid, preset.name), gpu=gpu,
+                    gpu_count=gpus, spot=bool(request.spot),
+                    detail={"platform": pid, "preset": preset.name, "vcpus": int(preset.resources.vcpu_count or 0),
+                            "memory_gib": int(preset.resources.memory_gibibytes or 0)}))
+        if want is not None and not offers:
+            if not seen_counts:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: nebius lists no %splatform with %s in project "
+                                    "%s" % ("preemptible " if request.spot else "", want, self.project))
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: nebius's %s presets hold at most %d GPUs, "
+                                "%d asked" % (want, max(seen_counts), count))
+        if offers and self.options["prices"]:
+            self._price(offers)
+        offers.sort(key=lambda o: (o.price_per_hour if o.price_per_hour is not None else 1e9, o.gpu_count,
+                                   o.instance_type))
+        return offers
+
+    def _platforms(self) -> List[Any]:
+        found, token = [], ""
+        for _page in range(100):  # one listing's pages
+            reply = self._call("PlatformService.List", PlatformServiceClient, "list",
+                               ListPlatformsRequest(parent_id=self.project, page_token=token))
+            found.extend(reply.items)
+            token = reply.next_page_token
+            if not token:
+                break
+        return found
+
+    def _price(self, offers: List[Offer]) -> None:
+        """USD/h of each offer from one EstimateBatch of the create requests (resource_costs in order)."""
+        specs = [ResourceSpec(spec=PbAny(type_url="type.googleapis.com/nebius.compute.v1.CreateInstanceRequest",
+                                         value=self._create_request(o, None, None).SerializeToString()))
+                 for o in offers]
+        reply = self._call("CalculatorService.EstimateBatch", CalculatorServiceClient, "estimate_batch",
+                           EstimateBatchRequest(resource_specs=specs, currency="usd",
+                                                filter_aggregation_unit=FilterAggregationUnit(
+                                                    filter_aggregation_unit_values=[HOUR])))
+        costs = list(reply.resource_costs)
+        if len(costs) != len(offers):
+            return  # no per-resource breakdown: leave the offers unpriced rather than guess
+        for offer, cost in zip(offers, costs):
+            offer.price_per_hour = _hourly(cost)
+
+    # -- prepare ----------------------------------------------------------------------
+
+    def _cidrs(self, spec: InstanceSpec) -> List[str]:
+        cidrs = cidr_list(spec.allowed_cidrs or self.options["allowed_cidrs"] or [])
+        if not cidrs:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: nebius needs the source ranges of the "
+                                "VM's security group (the task's allowed_cidrs or cloud_options.nebius."
+                                "allowed_cidrs); 0.0.0.0/0 is never assumed")
+        if len(cidrs) > MAX_RULE_ITEMS:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: nebius takes at most %d per security "
+                                "rule, %d given" % (MAX_RULE_ITEMS, len(cidrs)))
+        return cidrs
+
+    def _ports(self, spec: InstanceSpec) -> List[int]:
+        ports = tcp_ports(spec.open_ports, (self.options["ssh_port"],))
+        if len(ports) > MAX_RULE_ITEMS:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "open_ports: nebius takes at most %d ports per security "
+                                "rule, %d asked" % (MAX_RULE_ITEMS, len(ports)))
+        return ports
+
+    def _subnet(self) -> Dict[str, str]:
+        reply = self._call("SubnetService.List", SubnetServiceClient, "list",
+                           ListSubnetsRequest(parent_id=self.project))
+        subnets = list(reply.items)
+        wanted = self.options["subnet_id"]
+        for subnet in subnets:
+            if not wanted or subnet.metadata.id == wanted:
+                return {"subnet_id": subnet.metadata.id, "network_id": subnet.spec.network_id}
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "subnet_id: project %s has no subnet %s" % (
+            self.project, wanted) if wanted else "subnet_id: project %s has no subnet" % self.project)
+
+    def _wanted_rules(self, group: str, cidrs: List[str], ports: List[int]) -> Dict[str, Any]:
+        return {
+            group + "-in": SecurityRuleSpec(access=RuleAccessAction.ALLOW, protocol=RuleProtocol.TCP,
+                                            ingress=RuleIngress(source_cidrs=cidrs, destination_ports=ports)),
+            group + "-out": SecurityRuleSpec(access=RuleAccessAction.ALLOW, protocol=RuleProtocol.ANY,
+                                             egress=RuleEgress()),
+        }
+
+    def _security_group(self, vm: str, network_id: str) -> str:
+        name = catalog.security_group_name(vm, self.journal_id)
+        found = self._absent_if_not_found("SecurityGroupService.GetByName", SecurityGroupServiceClient,
+                                          "get_by_name", GetSecurityGroupByNameRequest(parent_id=self.project,
+                                                                                       name=name))
+        if found is not None:
+            return found.metadata.id
+        operation = self._call("SecurityGroupService.Create", SecurityGroupServiceClient, "create",
+                               CreateSecurityGroupRequest(
+                                   metadata=ResourceMetadata(parent_id=self.project, name=name,
+                                                             labels=self.identity_tags(vm)),
+                                   spec=SecurityGroupSpec(network_id=network_id)))
+        return self._operation_resource("SecurityGroupService.Create", operation)
+
+    def _rules(self, vm: str, group_id: str, wanted: Dict[str, Any]) -> None:
+        """The group holds exactly ``wanted`` (by name and spec): stale rules replaced."""
+        have = {r.metadata.name: r for r in self._call(
+            "SecurityRuleService.List", SecurityRuleServiceClient, "list",
+            ListSecurityRulesRequest(parent_id=group_id)).items}
+        for name, spec in sorted(wanted.items()):
+            rule = have.get(name)
+            if rule is not None and rule.spec.SerializeToString(deterministic=True) == spec.SerializeToString(
+                    deterministic=True):
+                continue
+            if rule is not None:
+                self._call("SecurityRuleService.Delete", SecurityRuleServiceClient, "delete",
+                           DeleteSecurityRuleRequest(id=rule.metadata.id))
+            self._call("SecurityRuleService.Create", SecurityRuleServiceClient, "create", CreateSecurityRuleRequest(
+                metadata=ResourceMetadata(parent_id=group_id, name=name, labels=self.identity_tags(vm)), spec=spec))
+
+    def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
+        vm = validate_vm_name(spec.vm_name)
+        cidrs, ports = self._cidrs(spec), self._ports(spec)
+        subnet = self._subnet()
+        group_id = self._security_group(vm, subnet["network_id"])
+        group = catalog.security_group_name(vm, self.journal_id)
+        self._rules(vm, group_id, self._wanted_rules(group, cidrs, ports))
+        return {"subnet_id": subnet["subnet_id"], "security_group_id": group_id, "region": offer.region,
+                "source_ranges": cidrs, "ports": ports, "ssh_user": spec.ssh_user or self.options["ssh_user"]}
+
+    # -- create -----------------------------------------------------------------------
+
+    def _create_request(self, offer: Offer, prepared: Optional[Dict[str, Any]],
+                        spec: Optional[InstanceSpec]) -> Any:
+        """The CreateInstanceRequest of ``offer`` (without network and user data when pricing)."""
+        vm = spec.vm_name if spec else "gpuprov-price"
+        disk = ManagedDisk(name=catalog.boot_disk_name(vm), labels=self.identity_tags(vm) if spec else {},
+                           spec=DiskSpec(size_gibibytes=self.options["disk_size_gib"],
+                                         type=getattr(DiskSpec.DiskType, self.options["disk_type"]),
+                                         source_image_family=SourceImageFamily(
+                                             image_family=self.options["image_family"])))
+        body = NbInstanceSpec(
+            resources=ResourcesSpec(platform=offer.detail["platform"], preset=offer.detail["preset"]),
+            boot_disk=AttachedDiskSpec(attach_mode=AttachedDiskSpec.AttachMode.READ_WRITE, managed_disk=disk))
+        if offer.spot:
+            body.preemptible = PreemptibleSpec(on_preemption=PreemptibleSpec.PreemptionPolicy.STOP)
+        if prepared is not None and spec is not None:
+            body.network_interfaces = [NetworkInterfaceSpec(
+                name="eth0", subnet_id=prepared["subnet_id"], ip_address=IPAddress(),
+                public_ip_address=PublicIPAddress(),
+                security_groups=[NicSecurityGroup(id=prepared["security_group_id"])])]
+            body.cloud_init_user_data = catalog.cloud_init(prepared.get("ssh_user") or self.options["ssh_user"],
+                                                           spec.ssh_public_key, spec.boot_script)
+        return CreateInstanceRequest(
+            metadata=ResourceMetadata(parent_id=self.project, name=vm,
+                                      labels=self.identity_tags(vm) if spec else {}), spec=body)
+
+    def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        validate_vm_name(spec.vm_name)
+        request = self._create_request(offer, prepared, spec)
+        request.metadata.labels[SSH_USER_LABEL] = prepared.get("ssh_user") or self.options["ssh_user"]
+        operation = self._call("InstanceService.Create", InstanceServiceClient, "create", request)
+        return self._operation_resource("InstanceService.Create", operation)
+
+    # -- observe ----------------------------------------------------------------------
+
+    def _get(self, vm: str) -> Any:
+        return self._absent_if_not_found("InstanceService.GetByName", InstanceServiceClient, "get_by_name",
+                                         GetByNameRequest(parent_id=self.project, name=vm))
+
+    def _observed(self, instance: Any, location: Location) -> Observed:
+        state = instance.status.state.name if instance.status is not None else "UNSPECIFIED"
+        status = STATES.get(state, Status.PENDING)
+        endpoint = None
+        if status == Status.RUNNING:
+            address = ""
+            for nic in instance.status.network_interfaces:
+                if nic.public_ip_address is not None and nic.public_ip_address.address:
+                    address = catalog.public_address(nic.public_ip_address.address)
+                    break
+            user = dict(instance.metadata.labels or {}).get(SSH_USER_LABEL) or self.options["ssh_user"]
+            if address and user:
+                endpoint = SshEndpoint(host=address, port=self.options["ssh_port"], user=user)
+        labels = dict(instance.metadata.labels or {})
+        return Observed(instance_id=instance.metadata.id, status=status, endpoint=endpoint,
+                        reason="nebius state %s" % state if status == Status.FAILED else None,
+                        location=Location(self.name, location.region), journal_id=labels.get(JOURNAL_ID_TAG) or None)
+
+    def observe(self, location: Location, vm_name: str) -> List[Observed]:
+        vm = validate_vm_name(vm_name)
+        instance = self._get(vm)
+        if instance is None or dict(instance.metadata.labels or {}).get(VM_NAME_TAG) != vm:
+            return []
+        return [self._observed(instance, location)]
+
+    # -- delete / cleanup -------------------------------------------------------------
+
+    def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        validate_vm_name(vm_name)
+        for instance_id in sorted({str(i) for i in instance_ids}):
+            self._absent_if_not_found("InstanceService.Delete", InstanceServiceClient, "delete",
+                                      DeleteInstanceRequest(id=instance_id))
+
+    def cleanup(self, location: Location, vm_name: str) -> None:
+        vm = validate_vm_name(vm_name)
+        name = catalog.security_group_name(vm, self.journal_id)
+        group = self._absent_if_not_found("SecurityGroupService.GetByName", SecurityGroupServiceClient,
+                                          "get_by_name", GetSecurityGroupByNameRequest(parent_id=self.project,
+                                                                                       name=name))
+        if group is None:
+            return
+        rules = self._call("SecurityRuleService.List", SecurityRuleServiceClient, "list",
+                           ListSecurityRulesRequest(parent_id=group.metadata.id)).items
+        for rule in rules:
+            self._absent_if_not_found("SecurityRuleService.Delete", SecurityRuleServiceClient, "delete",
+                                      DeleteSecurityRuleRequest(id=rule.metadata.id))
+        # Held by an instance still deleting: Nebius answers FAILED_PRECONDITION (Transient).
+        self._absent_if_not_found("SecurityGroupService.Delete", SecurityGroupServiceClient, "delete",
+                                  DeleteSecurityGroupRequest(id=group.metadata.id))
+
+
+def _hourly(cost: Any) -> Optional[float]:
+    """USD/h of one ResourceCost (its general or per-instance total), None when it has none."""
+    for field in ("general", "fixed_instance"):
+        part = getattr(cost, field, None)
+        total = getattr(part, "total", None) if part is not None else None
+        if total is not None and total.cost:
+            try:
+                return round(float(total.cost), 4)
+            except ValueError:
+                return None
+    return None

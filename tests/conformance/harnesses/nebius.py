@@ -1,0 +1,95 @@
+"""Conformance harness for the nebius adapter: the adapter's own SDK calls (the official
+``nebius`` package) against the gRPC fake in tests/fakes/nebius_grpc.py, plaintext on a
+loopback port (real sshd behind each instance).
+
+Errors are injected as Nebius answers them (gRPC status + ServiceError detail), on the
+first call each primitive makes:
+
+================  ==================================================  =====================
+kind              how                                                 primitives
+================  ==================================================  =====================
+Transient         UNAVAILABLE                                         all six
+Credentials       UNAUTHENTICATED                                     all six
+InvalidRequest    INVALID_ARGUMENT + BadRequest                       prepare, create
+Capacity          RESOURCE_EXHAUSTED + NotEnoughResources             create
+Quota             RESOURCE_EXHAUSTED + QuotaFailure                   create
+================  ==================================================  =====================
+"""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from typing import Iterable, List
+
+import pytest
+
+pytest.importorskip("nebius")
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
+    BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import NebiusProvider  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.nebius_grpc import NebiusGrpcFake  # noqa: E402
+
+K = ErrorKind
+# the fake's method key of each primitive's first call
+FIRST_CALL = {
+    "plan": "platforms.list",
+    "prepare": "subnets.list",
+    "create": "instances.create",
+    "observe": "instances.get_by_name",
+    "delete": "instances.delete",
+    "cleanup": "security_groups.get_by_name",
+}
+
+
+class NebiusHarness(FakeApiHarness):
+    cloud = "nebius"
+
+    def __init__(self, root: str):
+        self.fake = NebiusGrpcFake(root)
+        self.provider = NebiusProvider({
+            "api_endpoint": self.fake.api_endpoint, "api_insecure": True, "iam_token": self.fake.token,
+            "project_id": self.fake.project_id, "region": self.fake.region, "ssh_user": getpass.getuser(),
+            "ssh_port": self.fake.ssh_port, "request_timeout_s": 20}, journal_id=uuid.uuid4().hex)
+        self.request = ResourceRequest(vm_name="conf-nebius", gpu="H100", gpu_count=1)
+        self.spec = InstanceSpec(
+            vm_name="conf-nebius", allowed_cidrs=["198.51.100.7/32"],
+            ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtY29uZm9ybWFuY2U conf@nebius",
+            boot_script=BootScript("#!/bin/sh\necho gpuprov conformance", {"GPUPROV": "1"}))
+
+    def error_kinds(self) -> Iterable[str]:
+        return (K.TRANSIENT, K.CAPACITY, K.QUOTA, K.INVALID_REQUEST, K.CREDENTIALS)
+
+    def inject_error(self, primitive: str, kind: str) -> None:
+        key = FIRST_CALL[primitive]
+        if kind == K.TRANSIENT:
+            self.fake.unavailable(key)
+        elif kind == K.CREDENTIALS:
+            self.fake.bad_auth(key)
+        elif kind == K.INVALID_REQUEST and primitive in ("prepare", "create"):
+            self.fake.invalid(key)
+        elif kind == K.CAPACITY and primitive == "create":
+            self.fake.fail_capacity(key)
+        elif kind == K.QUOTA and primitive == "create":
+            self.fake.fail_quota(key)
+        else:
+            pytest.skip("the nebius API has no %s answer to %s's calls" % (kind, primitive))
+
+    def settle(self, location: Location, instance_id: str) -> None:
+        self.fake.finish(instance_id)
+
+    def settle_deleted(self, location: Location, instance_id: str) -> None:
+        self.fake.finish(instance_id)
+
+    def unknown_instance_id(self) -> str:
+        return "computeinstance-e00" + uuid.uuid4().hex[:16]
+
+    def instance_ids(self) -> List[str]:
+        return sorted(i["id"] for i in self.fake.live() if i["state"] != "DELETING")
+
+
+def make_harness(tmp_path_factory) -> NebiusHarness:
+    return NebiusHarness(str(tmp_path_factory.mktemp("nebius-fake")))

@@ -182,7 +182,8 @@ class DigitalOceanApiFake(MarketplaceFake):
         """Droplets, SSH keys, firewalls and the firewalls' tags (the identity tags a droplet made stay in
         a DigitalOcean account once it is gone, as free labels: not resources)."""
         with self.lock:
-            return ({"droplet:%s" % i for i in self.droplets} | {"ssh-key:%s" % k["name"] for k in self.ssh_keys.values()}
+            return ({"droplet:%s" % i for i in self.droplets}
+                    | {"ssh-key:%s" % k["name"] for k in self.ssh_keys.values()}
                     | {"firewall:%s" % f["name"] for f in self.firewalls.values()}
                     | {"tag:%s" % t for t in self.tags if t.startswith("gpuprov-firewall:")})
 

@@ -44,6 +44,7 @@ def public_key(comment: str, seed: bytes = b"gpuprov-conformance") -> str:
     blob = struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32) + hashlib.sha256(seed).digest()
     return "ssh-ed25519 %s %s" % (base64.b64encode(blob).decode("ascii"), comment)
 
+
 # the fake's route key of each primitive's first request
 FIRST_CALL = {
     "plan": "sizes.list",

@@ -60,7 +60,7 @@ def adapter(fake, **options) -> MassedComputeProvider:
     return MassedComputeProvider(dict({"api_url": fake.api_url, "api_key": fake.token}, **options), journal_id="j1")
 
 
-@pytest.mark.parametrize("status,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,message,kind,block", ROWS, ids=str)
 def test_each_row_classifies_through_the_client(fake, status, message, kind, block):
     fake.fail_next("instance.list", error(status, message))
     with pytest.raises(ProviderError) as info:
@@ -69,7 +69,7 @@ def test_each_row_classifies_through_the_client(fake, status, message, kind, blo
     assert message.split(":")[0].split(".")[0] in info.value.msg
 
 
-@pytest.mark.parametrize("status,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,message,kind,block", ROWS, ids=str)
 def test_each_row_in_the_table_alone(status, message, kind, block):
     assert classify(errors.RULES, status, None, message) == (kind, block)
 

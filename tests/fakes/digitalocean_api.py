@@ -37,6 +37,7 @@ import hashlib
 import itertools
 import re
 import socket
+import struct
 import uuid
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlencode
@@ -90,6 +91,12 @@ SIZES = [
     _size("gpu-mi300x8-1536gb", 15.92, 160, 1920, 2046, ["atl1"], (8, "amd_mi300x", 192)),
     _size("gpu-b300x1-288gb-spot", 2.99, 24, 256, 720, ["atl1"], (1, "nvidia_b300", 288)),
 ]
+
+
+def public_key(comment: str, seed: bytes = b"gpuprov-conformance") -> str:
+    """A well-formed ed25519 public key line (DigitalOcean refuses a key whose blob does not decode)."""
+    blob = struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32) + hashlib.sha256(seed).digest()
+    return "ssh-ed25519 %s %s" % (base64.b64encode(blob).decode("ascii"), comment)
 
 
 def error(status: int, ident: str, message: str, headers=None) -> Reply:

@@ -16,10 +16,7 @@ Quota             HTTP 422 "... will exceed your droplet limit"       create
 
 from __future__ import annotations
 
-import base64
 import getpass
-import hashlib
-import struct
 import uuid
 from typing import Iterable, List, Set
 
@@ -34,15 +31,11 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitaloce
     DigitalOceanProvider,
 )
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
-from ansible_collections.gpuprov.cloud.tests.fakes.digitalocean_api import DigitalOceanApiFake  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.digitalocean_api import (  # noqa: E402
+    DigitalOceanApiFake, public_key,
+)
 
 K = ErrorKind
-
-
-def public_key(comment: str, seed: bytes = b"gpuprov-conformance") -> str:
-    """A well-formed ed25519 public key line (DigitalOcean refuses a key whose blob does not decode)."""
-    blob = struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32) + hashlib.sha256(seed).digest()
-    return "ssh-ed25519 %s %s" % (base64.b64encode(blob).decode("ascii"), comment)
 
 
 # the fake's route key of each primitive's first request

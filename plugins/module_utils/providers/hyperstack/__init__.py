@@ -23,8 +23,8 @@ one, so gpuprov keeps its own ``gpuprov-<region>`` per region.
   ``gpuprov-vm-name=<vm>`` and ``gpuprov-journal-id=<id>``, with a public IP and port
   randomization off (the API reports no mapped port: with it on, the SSH port is
   unknowable), the boot script as cloud-init user data.
-* observe: ``GET /core/virtual-machines`` of the environment, filtered here by label (or
-  name); the endpoint is ``floating_ip``:ssh_port as ssh_user once the VM is ACTIVE with
+* observe: ``GET /core/virtual-machines`` of the environment (all pages), filtered here by
+  label (or name); the endpoint is ``floating_ip``:ssh_port as ssh_user once the VM is ACTIVE with
   its public IP attached.
 * delete: ``DELETE /core/virtual-machines/{id}`` for each given id the listing shows not
   already deleting; unknown = done. "Still being created" is Transient.
@@ -186,7 +186,8 @@ class HyperstackProvider(TypedOptionsProvider):
         return tcp_ports(spec.open_ports, extra)
 
     def _environment(self, name: str) -> Optional[Dict[str, Any]]:
-        for env in self._list("/core/environments", "environments", search=name):
+        # No ``search``: its matching is undocumented, and a miss here would orphan keys.
+        for env in self._list("/core/environments", "environments"):
             if env.get("name") == name:
                 return env
         return None
@@ -265,11 +266,10 @@ class HyperstackProvider(TypedOptionsProvider):
 
     # -- observe ----------------------------------------------------------------------
 
-    def _instances(self, environment: str, search: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The environment's VMs that are not gone (``search`` narrows by name on the server)."""
+    def _instances(self, environment: str) -> List[Dict[str, Any]]:
+        """The environment's VMs that are not gone. No ``search`` by name: how it matches is
+        undocumented, and a VM it missed would be created twice after a crash."""
         params = {"environment": environment, "exact_environment_match": "true"}
-        if search:
-            params["search"] = search
         return [i for i in self._list("/core/virtual-machines", "instances", **params)
                 if i.get("id") is not None and i.get("status") not in catalog.GONE
                 and catalog.environment_of(i) in (None, environment)]
@@ -281,7 +281,7 @@ class HyperstackProvider(TypedOptionsProvider):
 
     def _vm_instances(self, location: Location, vm: str) -> List[Dict[str, Any]]:
         environment = catalog.environment_name(location.region)
-        return [i for i in self._instances(environment, catalog.vm_name(vm)) if self._is_vm(i, vm)]
+        return [i for i in self._instances(environment) if self._is_vm(i, vm)]
 
     def _observed(self, instance: Dict[str, Any], location: Location) -> Observed:
         raw = str(instance.get("status") or "").upper()

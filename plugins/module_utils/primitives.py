@@ -53,10 +53,14 @@ def _bundled_adapters():  # pragma: no cover - never called
     (each guards its own SDK imports). tests/unit/test_primitive_modules.py checks
     that this list covers registry.ADAPTERS."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import aws  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import digitalocean  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import docker  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import hyperstack  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import lambda_cloud  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import massedcompute  # noqa: F401
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import nebius  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import primeintellect  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import runpod  # noqa: F401
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import verda  # noqa: F401

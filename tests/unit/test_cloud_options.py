@@ -22,11 +22,14 @@ CLOUDS = sorted(registry.OPTION_SPECS)
 # The least each cloud needs to be built (gcp: a project; the rest: nothing).
 # The marketplace adapters build without credentials (their client is made on the first call).
 MINIMAL = {"aws": {}, "gcp": {"project": "p"}, "docker": {}, "local": {}, "lambda": {}, "runpod": {},
-           "primeintellect": {}, "verda": {}}
+           "primeintellect": {}, "verda": {}, "massedcompute": {}, "hyperstack": {}, "digitalocean": {},
+           "nebius": {}}
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
                   "AWS_PROFILE", "AWS_ENDPOINT_URL", "GCP_PROJECT", "GCE_PROJECT", "GCP_SERVICE_ACCOUNT_FILE",
                   "GCE_CREDENTIALS_FILE_PATH", "DOCKER_HOST", "LAMBDA_API_KEY", "RUNPOD_API_KEY", "PRIME_API_KEY",
-                  "VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET")
+                  "VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET", "MASSED_COMPUTE_API_KEY", "HYPERSTACK_API_KEY",
+                  "DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN", "DO_API_KEY", "NEBIUS_IAM_TOKEN",
+                  "NEBIUS_PROJECT_ID")
 
 
 @pytest.fixture(autouse=True)

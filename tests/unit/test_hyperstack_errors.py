@@ -60,7 +60,7 @@ def adapter(fake, **extra) -> HyperstackProvider:
     return HyperstackProvider(dict({"api_url": fake.api_url, "api_key": fake.token}, **extra), journal_id="j1")
 
 
-@pytest.mark.parametrize("status,reason,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,reason,message,kind,block", ROWS, ids=str)
 def test_each_row_classifies_through_the_client(fake, status, reason, message, kind, block):
     fake.fail_next("vms.list", error(status, reason, message))
     with pytest.raises(ProviderError) as info:
@@ -69,7 +69,7 @@ def test_each_row_classifies_through_the_client(fake, status, reason, message, k
     assert message.split(":")[0].split(".")[0] in info.value.msg
 
 
-@pytest.mark.parametrize("status,reason,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,reason,message,kind,block", ROWS, ids=str)
 def test_each_row_in_the_table_alone(status, reason, message, kind, block):
     assert classify(errors.RULES + DEFAULT_RULES, status, reason, message) == (kind, block)
 

@@ -21,9 +21,8 @@ TOKEN_ENVIRONMENT = ("DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_API_
 OPTIONS = dict(
     api_url=shared.api_url("https://api.digitalocean.com/v2"),
     api_key=dict(shared.api_key(*TOKEN_ENVIRONMENT), aliases=["api_token"], description=(
-        "DigitalOcean API token (a personal access token; a scoped one needs droplet, ssh_key, firewall, tag, "
-        "sizes and regions access), sent as a bearer token (never logged). Unset: the first of %s that is set."
-        % ", ".join("E(%s)" % name for name in TOKEN_ENVIRONMENT))),
+        "DigitalOcean API token (a personal access token; a custom-scoped one needs the droplet, ssh_key, firewall, "
+        "tag, sizes and regions scopes), sent as a bearer token.")),
     regions=dict(shared.REGIONS, description=(
         "Region slugs to search, in order (for example V(nyc2), V(tor1), V(atl1)), when the request names none "
         "(the module's C(regions) wins). Unset: every region where DigitalOcean lists the size as creatable.")),

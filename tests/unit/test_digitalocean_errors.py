@@ -62,7 +62,7 @@ def adapter(fake) -> DigitalOceanProvider:
     return DigitalOceanProvider({"api_url": fake.api_url, "api_key": fake.token}, journal_id="j1")
 
 
-@pytest.mark.parametrize("status,ident,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,ident,message,kind,block", ROWS, ids=str)
 def test_each_row_classifies_through_the_client(fake, status, ident, message, kind, block):
     fake.fail_next("droplets.list", error(status, ident, message))
     with pytest.raises(ProviderError) as info:
@@ -71,7 +71,7 @@ def test_each_row_classifies_through_the_client(fake, status, ident, message, ki
     assert message.split(".")[0] in info.value.msg and ident in info.value.msg
 
 
-@pytest.mark.parametrize("status,ident,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,ident,message,kind,block", ROWS, ids=str)
 def test_each_row_in_the_table_alone(status, ident, message, kind, block):
     assert classify(errors.RULES, status, ident, message) == (kind, block)
 

@@ -115,6 +115,90 @@ options:
             description: 'The login user made or used on the instance, when the task names none. Unset: V(ubuntu),
               the default images'' user.'
             type: str
+      digitalocean:
+        description: 'The V(digitalocean) cloud: DigitalOcean GPU Droplets, through its REST API v2. A boot
+          script runs as user data; each VM gets its own cloud firewall (attached through a tag) letting in
+          only the allowed addresses; the droplet''s tags carry its identity.'
+        type: dict
+        suboptions:
+          allowed_cidrs:
+            description: 'Source addresses of the VM''s cloud firewall when the task names none. Required
+              one way or the other: digitalocean never opens V(0.0.0.0/0) by default.'
+            type: list
+            elements: str
+          api_key:
+            description:
+            - DigitalOcean API token (a personal access token; a custom-scoped one needs the droplet, ssh_key,
+              firewall, tag, sizes and regions scopes), sent as a bearer token.
+            - Never logged.
+            - When not set, read from E(DIGITALOCEAN_TOKEN), else E(DIGITALOCEAN_ACCESS_TOKEN), else E(DO_API_TOKEN),
+              else E(DO_API_KEY), else E(DO_OAUTH_TOKEN).
+            type: str
+            aliases:
+            - api_token
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://api.digitalocean.com/v2
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          cpu_sizes:
+            description: The sizes offered when the request asks for no GPU (DigitalOcean lists well over
+              a hundred CPU sizes; these are the ones worth a VM).
+            type: list
+            elements: str
+            default:
+            - s-2vcpu-4gb
+            - s-4vcpu-8gb
+          image:
+            description: 'Image slug or id of new droplets. Unset: DigitalOcean''s AI/ML-ready GPU images,
+              V(gpu-h100x1-base) for one NVIDIA GPU, V(gpu-h100x8-base) for eight, V(gpu-amd-base) for AMD
+              GPUs, and V(ubuntu-24-04-x64) for a droplet without a GPU.'
+            type: str
+          k3s_direct:
+            description: Also open the k3s ports (6443, 80, 443) to the allowed addresses and report k3s access
+              C(Direct); V(false) keeps only SSH open and the k3s API is reached through an SSH tunnel.
+            type: bool
+            default: false
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          python_interpreter:
+            description: 'The Python Ansible uses on the droplet. Unset: Ansible''s interpreter discovery.'
+            type: str
+          regions:
+            description: 'Region slugs to search, in order (for example V(nyc2), V(tor1), V(atl1)), when the
+              request names none (the module''s C(regions) wins). Unset: every region where DigitalOcean lists
+              the size as creatable.'
+            type: list
+            elements: str
+          request_timeout_s:
+            description:
+            - Read timeout of every API request.
+            - At least 0.
+            type: float
+            default: 60
+          ssh_port:
+            description:
+            - The port sshd listens on, for an image whose sshd listens elsewhere than 22 (it is opened in
+              the firewall too).
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: 'The login user the registered SSH key authorises: DigitalOcean embeds it in V(root)''s
+              authorized keys; the adapter creates no user.'
+            type: str
+            default: root
       docker:
         description: 'The V(docker) test cloud: each VM is a container running sshd on a Docker engine.'
         type: dict
@@ -277,6 +361,80 @@ options:
             description: Only these zones are searched.
             type: list
             elements: str
+      hyperstack:
+        description: 'The V(hyperstack) cloud: Hyperstack (NexGen Cloud) VMs, through its Infrahub REST API
+          v1. Each region''s resources live in an environment V(gpuprov-<region>) made on first use and removed
+          once empty; each VM carries its own security rules and a public IP; a boot script runs as cloud-init
+          user data.'
+        type: dict
+        suboptions:
+          allowed_cidrs:
+            description: 'Source ranges of the VM''s security rules when the task names none. Required one
+              way or the other: hyperstack never opens V(0.0.0.0/0) by default, and without a rule SSH is
+              closed.'
+            type: list
+            elements: str
+          api_key:
+            description:
+            - 'Hyperstack API key, sent in the C(api_key) header (never logged). Unset: E(HYPERSTACK_API_KEY).'
+            - Never logged.
+            - When not set, read from E(HYPERSTACK_API_KEY).
+            type: str
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://infrahub-api.nexgencloud.com/v1
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          image_name:
+            description: The OS image (C(GET /core/images) lists a region's images). It must exist in the
+              offer's region.
+            type: str
+            default: Ubuntu Server 22.04 LTS R535 CUDA 12.2
+          k3s_direct:
+            description: Also open the k3s ports (6443, 80, 443) to the allowed addresses and report k3s access
+              C(Direct); V(false) keeps only SSH open and the k3s API is reached through an SSH tunnel.
+            type: bool
+            default: false
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          python_interpreter:
+            description: 'The Python Ansible uses on the instance. Unset: Ansible''s interpreter discovery.'
+            type: str
+          regions:
+            description: 'Regions to search, in order, when the request names none (the module''s C(regions)
+              wins), e.g. V(CANADA-1), V(NORWAY-1), V(US-1). Unset: every region whose flavors Hyperstack
+              lists.'
+            type: list
+            elements: str
+          request_timeout_s:
+            description:
+            - Read timeout of every API request.
+            - At least 0.
+            type: float
+            default: 60
+          ssh_port:
+            description:
+            - The port sshd listens on. VMs are made with port randomization off, so the public IP forwards
+              it as it is; it is opened in the VM's security rules.
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: 'The login user of the image: V(ubuntu) on Hyperstack''s Ubuntu images; the task''s
+              C(ssh_user) does not change it.'
+            type: str
+            default: ubuntu
       lambda:
         description: 'The V(lambda) cloud: Lambda Cloud (Lambda Labs) VMs, through its REST API v1. A boot
           script runs as cloud-init user data; each VM gets its own firewall ruleset.'
@@ -374,6 +532,183 @@ options:
           user:
             description: 'The login user; it must be the user running the controller''s tasks or one sshd
               may switch to. Unset: the current user.'
+            type: str
+      massedcompute:
+        description: 'The V(massedcompute) cloud: Massed Compute VMs, through its VM REST API v1. A boot script
+          runs as the launch''s startup command (through sudo). Massed Compute has no firewall API: the VM''s
+          ports are as Massed Compute leaves them, and C(allowed_cidrs) restricts nothing there.'
+        type: dict
+        suboptions:
+          api_key:
+            description:
+            - 'Massed Compute API key (a full-access key: read-only keys cannot launch), sent as a bearer
+              token (never logged). Unset: E(MASSED_COMPUTE_API_KEY).'
+            - Never logged.
+            - When not set, read from E(MASSED_COMPUTE_API_KEY).
+            type: str
+          api_url:
+            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
+              server.
+            type: str
+            default: https://vm.massedcompute.com/api/v1
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          image_id:
+            description:
+            - Boot image id (C(GET /images) lists them as C(vm_image_id)); wins over C(image_name).
+            - At least 1.
+            type: int
+          image_name:
+            description: Boot image name, matched case-insensitively against C(vm_image_name) when C(image_id)
+              is unset.
+            type: str
+            default: Ubuntu Server 22.04 w/ drivers
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          python_interpreter:
+            description: 'The Python Ansible uses on the instance. Unset: Ansible''s interpreter discovery.'
+            type: str
+          regions:
+            description: 'Regions to search, in order, when the request names none (the module''s C(regions)
+              wins); V(any) lets Massed Compute pick. Unset: every region the GPU inventory lists with capacity.'
+            type: list
+            elements: str
+          request_timeout_s:
+            description:
+            - Read timeout of every API request.
+            - At least 0.
+            type: float
+            default: 60
+          ssh_port:
+            description:
+            - The port sshd listens on (Massed Compute reports only an ip), for an image whose sshd listens
+              elsewhere.
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: 'The login user of the image. Unset: the C(username) Massed Compute reports for the
+              instance, lowercased (V(ubuntu) on its Ubuntu images); the task''s C(ssh_user) does not change
+              it.'
+            type: str
+      nebius:
+        description: 'The V(nebius) cloud: Nebius AI Cloud compute VMs, through its official Python SDK C(nebius)
+          (gRPC; no REST API exists). The login user and the SSH key, and a boot script, go in as cloud-init
+          user data; each VM gets its own security group.'
+        type: dict
+        suboptions:
+          allowed_cidrs:
+            description: 'Source ranges of the VM''s security group when the task names none (at most 8, Nebius''s
+              limit per rule). Required one way or the other: V(0.0.0.0/0) is never assumed.'
+            type: list
+            elements: str
+          api_endpoint:
+            description: 'C(host:port) that every Nebius service is called at (a proxy or a test server).
+              Unset: the SDK''s own resolution of Nebius''s public endpoints (C(*.api.nebius.cloud:443)).'
+            type: str
+          api_insecure:
+            description: 'Plaintext gRPC (no TLS) to C(api_endpoint): only for a local test server.'
+            type: bool
+            default: false
+          boot_timeout_s:
+            description:
+            - Seconds an instance may take to be Running with an SSH endpoint (the cloud's boot timeout capability;
+              the vm module's C(boot_timeout) overrides it).
+            - At least 0.
+            type: float
+            default: 900
+          credentials_file:
+            description: A service-account credentials JSON file (C(nebius iam auth-public-key generate));
+              the SDK exchanges it for IAM tokens.
+            type: path
+          disk_size_gib:
+            description:
+            - Boot disk size in GiB.
+            - At least 1.
+            type: int
+            default: 200
+          disk_type:
+            description: Boot disk type.
+            type: str
+            choices:
+            - NETWORK_SSD
+            - NETWORK_HDD
+            - NETWORK_SSD_NON_REPLICATED
+            - NETWORK_SSD_IO_M3
+            default: NETWORK_SSD
+          iam_token:
+            description:
+            - 'An IAM access token (C(nebius iam get-access-token)), never logged. Unset: E(NEBIUS_IAM_TOKEN),
+              as the SDK reads it. Exclusive with the service-account options.'
+            - Never logged.
+            - When not set, read from E(NEBIUS_IAM_TOKEN).
+            type: str
+          image_family:
+            description: Public image family of the boot disk.
+            type: str
+            default: ubuntu22.04-cuda12
+          poll_interval_s:
+            description:
+            - Seconds between two observations of a booting or leaving instance.
+            - At least 0.
+            type: float
+            default: 10
+          prices:
+            description: Price offers with the billing calculator (C(nebius.billing.v1.CalculatorService));
+              V(false) leaves offers unpriced.
+            type: bool
+            default: true
+          project_id:
+            description:
+            - 'The project (C(project-...)) the VMs are made in; a Nebius project lives in one region (C(region)).
+              Unset: E(NEBIUS_PROJECT_ID). Required for every API call.'
+            - When not set, read from E(NEBIUS_PROJECT_ID).
+            type: str
+          python_interpreter:
+            description: 'The Python Ansible uses on the instance. Unset: Ansible''s interpreter discovery.'
+            type: str
+          region:
+            description: The region of C(project_id) (offers are in it; a request naming other regions gets
+              none).
+            type: str
+            default: eu-north1
+          request_timeout_s:
+            description:
+            - Deadline of every API call.
+            - At least 0.
+            type: float
+            default: 60
+          service_account_id:
+            description: Service account id, with C(service_account_public_key_id) and C(service_account_private_key_file).
+            type: str
+          service_account_private_key_file:
+            description: Path of the PEM private key of the service account.
+            type: path
+          service_account_public_key_id:
+            description: The id of the service account's public key.
+            type: str
+          ssh_port:
+            description:
+            - The port sshd listens on (opened in the security group); for images whose sshd listens elsewhere.
+            - At least 1.
+            type: int
+            default: 22
+          ssh_user:
+            description: The login user cloud-init makes with the SSH key, when the task names none.
+            type: str
+            default: ubuntu
+          subnet_id:
+            description: 'The subnet of the VM''s network interface. Unset: the first subnet the project lists
+              (its default network''s).'
             type: str
       primeintellect:
         description: 'The V(primeintellect) cloud: Prime Intellect''s GPU marketplace, through its REST API

@@ -109,14 +109,16 @@ class MassedComputeProvider(TypedOptionsProvider):
             if catalog.is_spot(kind["name"], kind.get("description")):
                 continue
             gpu, gpus = catalog.gpu_of(kind["name"], kind.get("description"))
-            if want is not None and gpu != want:
-                continue
+            if (gpus > 0 if want is None else gpu != want):
+                continue  # a CPU-only ask never gets a (dearer) GPU product
             seen_counts.append(gpus)
             if want is not None and gpus < count:
                 continue
             capacity = self._capacity(product)
             for region in asked or capacity or [ANY_REGION]:
                 offers.append(self._offer(kind, gpu, gpus, region, capacity, product.get("capacity_available")))
+        if want is None and not offers:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: massedcompute lists no CPU-only product; name a GPU")
         if want is not None and not offers:
             if not seen_counts:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu: massedcompute lists no product with %s" % want)

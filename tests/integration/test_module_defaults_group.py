@@ -89,7 +89,7 @@ def test_every_member_takes_every_shared_option(ansible, tmp_path, login_key, ch
         cloud_options={"local": {"root": str(ansible.home / "local")},
                        "aws": {"aws_access_key_id": key_id, "aws_secret_access_key": secret,
                                "regions": ["eu-west-1"]}},
-        gpu="none", gpu_count=1, regions=["local"], spot=False,
+        gpu="none", gpu_count=1, regions=["local"], spot=False, prefer="price", max_price_per_hour=1.0,
         journal=str(journal), ssh_key=str(login_key), ssh_user=getpass.getuser(),
         boot_timeout=60, ssh_timeout=60, teardown_timeout=120,
     )

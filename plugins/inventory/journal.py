@@ -103,6 +103,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import is_dsn, shown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
 
@@ -178,7 +179,7 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
             "gpuprov_gpu": row.get("gpu"), "gpuprov_gpu_count": row.get("gpu_count"),
             "gpuprov_status": row.get("status"), "gpuprov_stage": row.get("stage"),
             "gpuprov_host_key_alias": row.get("host_key_alias"), "gpuprov_updated_at": row.get("updated_at"),
-            "gpuprov_journal": journal_path,
+            "gpuprov_journal": shown(journal_path),
         }
         if row.get("cloud"):
             variables["gpuprov_clouds"] = [row["cloud"]]
@@ -191,7 +192,10 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
 
 def read_journal(path):
     """(vms rows, {name: machine state}) from the journal at ``path``; ([], {}) when it does not
-    exist. Never creates a journal; JournalError when the file is not one."""
+    exist. Never creates a journal file; JournalError when the file is not one. A PostgreSQL
+    DSN is opened as it is (the journal refuses a database that is not one)."""
+    if is_dsn(path):
+        return _read_rows(path)
     if not os.path.exists(path):
         return [], {}
     if not os.path.isfile(path):
@@ -205,6 +209,10 @@ def read_journal(path):
         # Checked before opening: the journal code would initialise an empty file as a journal.
         raise JournalError("journal: %s is not a gpuprov journal (not an SQLite database); set the journal "
                            "option to the journal's path" % path)
+    return _read_rows(path)
+
+
+def _read_rows(path):
     journal = projection.open_journal(path)
     try:
         rows = projection.vms(journal)
@@ -234,6 +242,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         if not configured:
             return default_journal_path(), False
         configured = os.path.expanduser(os.path.expandvars(configured))
+        if is_dsn(configured):
+            return configured.strip(), True
         if not os.path.isabs(configured):
             configured = os.path.join(os.path.dirname(os.path.abspath(config_path)), configured)
         return os.path.abspath(configured), True
@@ -249,7 +259,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             rows, states = read_journal(journal_path)
         except JournalError as exc:
             raise AnsibleParserError("gpuprov.cloud.journal: %s" % to_native(exc))
-        if not os.path.exists(journal_path):
+        if not is_dsn(journal_path) and not os.path.exists(journal_path):
             message = "gpuprov.cloud.journal: no journal at %s: no VMs yet" % journal_path
             if explicit:
                 self.display.warning(message)

@@ -36,7 +36,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
     choose_offers, instance_spec, resource_request, search_clouds, search_preferences, the_cloud,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
+    default_state_dir, journal_exists, journal_location,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
@@ -276,8 +278,8 @@ def _present_already(observed: Observed) -> bool:
 def _journal_id_if_any(params: Dict[str, Any]) -> Optional[str]:
     """The task journal's id, without creating a journal (check mode). None when there is
     no journal yet: then no instance carries its id."""
-    path = os.path.abspath(os.path.expanduser(params.get("journal") or default_journal_path()))
-    if not os.path.exists(path):
+    path = journal_location(params.get("journal"))
+    if not journal_exists(path):
         return None
     journal = projection.open_journal(path)
     try:

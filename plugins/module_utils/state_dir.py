@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_pg import is_dsn
 
 
 def default_state_dir() -> str:
@@ -17,6 +20,23 @@ def default_state_dir() -> str:
 
 
 def default_journal_path() -> str:
-    """``$GPUPROV_JOURNAL``, else ``<state dir>/journal.sqlite``."""
-    return os.path.expanduser(os.environ.get("GPUPROV_JOURNAL") or
-                              os.path.join(default_state_dir(), "journal.sqlite"))
+    """``$GPUPROV_JOURNAL``, else ``<state dir>/journal.sqlite`` (either may be a PostgreSQL DSN)."""
+    configured = os.environ.get("GPUPROV_JOURNAL")
+    if is_dsn(configured):
+        return configured.strip()
+    return os.path.expanduser(configured or os.path.join(default_state_dir(), "journal.sqlite"))
+
+
+def journal_location(configured: Optional[str] = None) -> str:
+    """The journal a task uses: ``configured`` (the journal option), else the default; a
+    PostgreSQL DSN as given, a path made absolute."""
+    location = configured or default_journal_path()
+    if is_dsn(location):
+        return location.strip()
+    return os.path.abspath(os.path.expanduser(location))
+
+
+def journal_exists(location: str) -> bool:
+    """Whether there may be a journal to read at ``location`` (a PostgreSQL journal is looked
+    at on the server, so a DSN always may)."""
+    return is_dsn(location) or os.path.exists(location)

@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal,
+    Conflict, Journal, JournalError,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
@@ -194,17 +194,24 @@ class Outcome:
 class _Heartbeat(threading.Thread):
     """Renews the lease while a long step runs, on its own connection."""
 
-    def __init__(self, path: str, key: str, owner: str, ttl: float):
+    def __init__(self, reopen: Callable[[], Journal], key: str, owner: str, ttl: float):
         super().__init__(name="gpuprov-lease", daemon=True)
-        self.path, self.key, self.owner, self.ttl = path, key, owner, ttl
+        self.reopen, self.key, self.owner, self.ttl = reopen, key, owner, ttl
         self.stop_event = threading.Event()
         self.lost = False
 
     def run(self) -> None:
-        journal = Journal(self.path)
+        try:
+            journal = self.reopen()
+        except JournalError:
+            return   # no heartbeat: the run's own writes stay fenced by version and lease
         try:
             while not self.stop_event.wait(self.ttl / 3.0):
-                if not journal.renew(self.key, self.owner, self.ttl):
+                try:
+                    renewed = journal.renew(self.key, self.owner, self.ttl)
+                except JournalError:
+                    continue   # the server is away (a restart): try again at the next beat
+                if not renewed:
                     self.lost = True
                     return
         finally:
@@ -298,7 +305,7 @@ class Executor:
         machine = self.machine
         state, version, resumed = self._start(key, initial)
         if self.use_heartbeat:
-            self._heartbeat = _Heartbeat(self.journal.path, key, self.owner, self.lease_ttl)
+            self._heartbeat = _Heartbeat(self.journal.reopen, key, self.owner, self.lease_ttl)
             self._heartbeat.start()
         calm = threading.Event()  # never set: plain, signal-interruptible sleeps
         cancel_mapped = False

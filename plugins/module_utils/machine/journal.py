@@ -222,6 +222,8 @@ class Journal:
     ``tables``: ``CREATE TABLE/INDEX IF NOT EXISTS`` statements of the layer above, created
     with the journal and, on opening, when missing."""
 
+    backend = "sqlite"
+
     def __init__(self, path: str, clock=time.time, tables: Sequence[str] = ()):
         if not path:
             raise ValueError("journal: a path is required")
@@ -238,6 +240,15 @@ class Journal:
     def journal_id(self) -> str:
         """This journal's id (uuid4 hex), made when the journal was created or migrated."""
         return self._journal_id
+
+    @property
+    def location(self) -> str:
+        """Where this journal is, as it may be shown (the path)."""
+        return self.path
+
+    def reopen(self) -> "Journal":
+        """A second connection to this journal (the lease heartbeat's)."""
+        return Journal(self.path, clock=self.clock)
 
     # -- opening ---------------------------------------------------------------------
     def _refuse(self, what: str) -> JournalError:

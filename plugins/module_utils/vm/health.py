@@ -19,7 +19,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
+    default_state_dir, journal_exists, journal_location,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, SshEndpoint,
 )
@@ -84,7 +87,7 @@ class HealthCheck:
         self.params = params
         self.progress = progress
         self.state_dir = default_state_dir()
-        self.journal_path = os.path.abspath(os.path.expanduser(params.get("journal") or default_journal_path()))
+        self.journal_path = journal_location(params.get("journal"))
         self.key_path = os.path.expanduser(params.get("ssh_key") or os.path.join(self.state_dir, "id_ed25519"))
         self.files = PinnedKeysOnly(self.state_dir, self.key_path)
         self.ssh_timeout = float(params.get("ssh_timeout") or 10)
@@ -95,10 +98,10 @@ class HealthCheck:
 
     # -- entry point ------------------------------------------------------------------
     def run(self) -> Dict[str, Any]:
-        if not os.path.exists(self.journal_path):
-            return {"journal": self.journal_path, "journal_id": None, "vms": [], "disagreements": [],
+        if not journal_exists(self.journal_path):
+            return {"journal": shown(self.journal_path), "journal_id": None, "vms": [], "disagreements": [],
                     "unknown": [], "healthy": True,
-                    "table": ["no journal at %s: no VMs yet" % self.journal_path]}
+                    "table": ["no journal at %s: no VMs yet" % shown(self.journal_path)]}
         records = self._read_journal()
         vms = []
         for record in records:
@@ -107,7 +110,7 @@ class HealthCheck:
             vms.append(vm)
         disagreements = [dict(d, vm=vm["name"]) for vm in vms for d in vm["disagreements"]]
         unknown = ["%s: %s" % (vm["name"], u) for vm in vms for u in vm["unknown"]]
-        return {"journal": self.journal_path, "journal_id": self.journal_id, "vms": vms,
+        return {"journal": shown(self.journal_path), "journal_id": self.journal_id, "vms": vms,
                 "disagreements": disagreements, "unknown": unknown, "healthy": not disagreements,
                 "table": format_table(vms)}
 

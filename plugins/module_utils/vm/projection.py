@@ -11,11 +11,11 @@ through the journal's plain-SQL API.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal as open_location
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_location
 
 VM_COLUMNS = ("cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count",
               "ssh_host", "ssh_port", "ssh_user", "host_key_alias", "status", "stage", "detail")
@@ -42,9 +42,11 @@ TABLES = (
 )
 
 
-def open_journal(path: Optional[str] = None, clock=time.time) -> Journal:
-    """The journal at ``path`` (default: ``$GPUPROV_JOURNAL`` or the state dir's), with the ``vms`` table."""
-    return Journal(path or default_journal_path(), clock=clock, tables=TABLES)
+def open_journal(path: Optional[str] = None, clock=None, password: Optional[str] = None) -> Journal:
+    """The journal at ``path`` (an SQLite path or a PostgreSQL DSN; default: ``$GPUPROV_JOURNAL``
+    or the state dir's), with the ``vms`` table. ``password``: a PostgreSQL journal's, if not
+    from libpq's environment."""
+    return open_location(journal_location(path), clock=clock, tables=TABLES, password=password)
 
 
 def upsert_vm(journal: Journal, name: str, **fields: Any) -> None:

@@ -7,10 +7,9 @@ transitions, and Leaked ones called out."""
 from __future__ import annotations
 
 import datetime
-import os
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
 
@@ -53,10 +52,11 @@ def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
 
 def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) -> Dict[str, Any]:
     """Rows for every journalled VM (or one), without creating a journal that is not there."""
-    path = os.path.abspath(os.path.expanduser(path or default_journal_path()))
-    if not os.path.exists(path):
+    path = journal_location(path)
+    if not journal_exists(path):
         return {"journal": path, "vms": [], "leaked": [], "table": ["no journal at %s: no VMs yet" % path]}
     journal = projection.open_journal(path)
+    path = journal.path   # a DSN as it may be shown: without its password
     try:
         rows_by_name = {row["name"]: row for row in projection.vms(journal)}
         vms: List[Dict[str, Any]] = []

@@ -22,7 +22,7 @@ notes:
     M(gpuprov.cloud.offers), M(gpuprov.cloud.instance), M(gpuprov.cloud.instance_info) and
     M(gpuprov.cloud.journal_info)). Every member accepts the options the group shares, O(clouds), O(cloud),
     O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(prefer), O(max_price_per_hour), O(journal),
-    O(ssh_key), O(ssh_user),
+    O(journal_password), O(ssh_key), O(ssh_user),
     O(boot_timeout), O(ssh_timeout) and O(teardown_timeout), so any of them can be a group default; a member
     that has no use for one ignores it, as its description says.
 """
@@ -32,8 +32,15 @@ notes:
 options:
   journal:
     description:
-      - Path of the SQLite journal. Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite). Created 0600.
+      - Where the journal is. A path is an SQLite journal (created 0600); a C(postgresql://) DSN is a journal in that
+        PostgreSQL database, shared by every controller that names it (AWX nodes, teams).
+      - Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
     type: path
+  journal_password:
+    description:
+      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
+        E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
+    type: str
   ssh_key:
     description:
       - Private key used to log in to the VM. Unset uses the collection's own ed25519 key,
@@ -59,6 +66,9 @@ options:
   journal:
     description: Shared by the module_defaults group; ignored by this module.
     type: path
+  journal_password:
+    description: Shared by the module_defaults group; ignored by this module.
+    type: str
   ssh_key:
     description: Shared by the module_defaults group; ignored by this module.
     type: path

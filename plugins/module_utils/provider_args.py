@@ -54,6 +54,9 @@ REQUEST_SPEC = dict(
 
 VM_SETTINGS_SPEC = dict(
     journal=dict(type="path"),
+    # A PostgreSQL journal's password, when neither the DSN nor libpq's environment (PGPASSWORD,
+    # PGPASSFILE) gives it: never logged, journalled or shown in a DSN.
+    journal_password=dict(type="str", no_log=True),
     ssh_key=dict(type="path", no_log=False),
     ssh_user=dict(type="str"),
     boot_timeout=dict(type="int"),

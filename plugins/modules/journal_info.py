@@ -107,7 +107,8 @@ def main():
         supports_check_mode=True,
     )
     try:
-        result = read_status(module.params["journal"], module.params["name"], module.params["last"])
+        result = read_status(module.params["journal"], module.params["name"], module.params["last"],
+                             module.params["journal_password"])
     except JournalError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

@@ -83,6 +83,7 @@ def login_key(ansible):
 def test_every_member_takes_every_shared_option(ansible, tmp_path, login_key, choice):
     secret = "s3cr3t-" + uuid.uuid4().hex
     key_id = "AKIA" + uuid.uuid4().hex[:16].upper()
+    db_secret = "pg-" + uuid.uuid4().hex    # a PostgreSQL journal's password: unused on SQLite, never shown
     journal = tmp_path / "group-journal.sqlite"
     defaults = dict(
         choice,
@@ -90,7 +91,7 @@ def test_every_member_takes_every_shared_option(ansible, tmp_path, login_key, ch
                        "aws": {"aws_access_key_id": key_id, "aws_secret_access_key": secret,
                                "regions": ["eu-west-1"]}},
         gpu="none", gpu_count=1, regions=["local"], spot=False, prefer="price", max_price_per_hour=1.0,
-        journal=str(journal), ssh_key=str(login_key), ssh_user=getpass.getuser(),
+        journal=str(journal), journal_password=db_secret, ssh_key=str(login_key), ssh_user=getpass.getuser(),
         boot_timeout=60, ssh_timeout=60, teardown_timeout=120,
     )
     assert set(defaults) | {"clouds", "cloud"} == set(GROUP_SPEC)   # every option the group shares
@@ -119,7 +120,7 @@ def test_every_member_takes_every_shared_option(ansible, tmp_path, login_key, ch
 
     # the credentials show nowhere; the rest of cloud_options and the results stay readable
     results = json.dumps(saved)
-    for hidden in (secret, key_id):
+    for hidden in (secret, key_id, db_secret):
         assert hidden not in proc.stdout and hidden not in results
     assert '"aws_secret_access_key": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in proc.stdout   # the invocation
     assert '"eu-west-1"' in proc.stdout                                                       # a region of aws

@@ -115,7 +115,7 @@ class HealthCheck:
                 "table": format_table(vms)}
 
     def _read_journal(self) -> List[_Record]:
-        journal = projection.open_journal(self.journal_path)
+        journal = projection.open_journal(self.journal_path, password=self.params.get("journal_password"))
         try:
             self.journal_id = journal.journal_id
             # VMs only: instance-module teardown rows have no VM to judge (status lists them).

@@ -50,12 +50,14 @@ def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
             "skipped": skipped}
 
 
-def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3) -> Dict[str, Any]:
-    """Rows for every journalled VM (or one), without creating a journal that is not there."""
+def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
+                password: Optional[str] = None) -> Dict[str, Any]:
+    """Rows for every journalled VM (or one), without creating a journal that is not there
+    (``password``: a PostgreSQL journal's, when neither its DSN nor libpq's environment has it)."""
     path = journal_location(path)
     if not journal_exists(path):
         return {"journal": path, "vms": [], "leaked": [], "table": ["no journal at %s: no VMs yet" % path]}
-    journal = projection.open_journal(path)
+    journal = projection.open_journal(path, password=password)
     path = journal.path   # a DSN as it may be shown: without its password
     try:
         rows_by_name = {row["name"]: row for row in projection.vms(journal)}

@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PYTHONPATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean
+.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean ee-context
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,7 @@ test: dev images
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/conformance tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity
+	$(MAKE) --no-print-directory ee-context
 
 unit: dev
 	$(BIN)/python -m pytest -q tests/unit
@@ -68,6 +69,24 @@ molecule: dev images
 
 clean:
 	rm -rf build $(VENV)
+
+# The AWX execution environment's build context (docs/awx.md), offline: the collection tarball, then
+# ansible-builder's context in build/ee/context; then the tarball is installed as the image would install it
+# and ansible-builder's own introspection must find the collection's Python and system requirements in it.
+EE_DIR := build/ee
+ee-context: dev
+	rm -rf $(EE_DIR) && mkdir -p $(EE_DIR)/dist
+	$(BIN)/ansible-galaxy collection build --force --output-path $(EE_DIR)/dist . >/dev/null
+	cp $(EE_DIR)/dist/gpuprov-cloud-*.tar.gz $(EE_DIR)/gpuprov-cloud.tar.gz
+	$(BIN)/ansible-builder create -f extensions/awx/execution-environment.yml --context $(EE_DIR)/context \
+	  --output-filename Containerfile
+	env -u PYTHONPATH ANSIBLE_COLLECTIONS_PATH=$(EE_DIR)/collections $(BIN)/ansible-galaxy collection install \
+	  --offline --force -p $(EE_DIR)/collections $(EE_DIR)/gpuprov-cloud.tar.gz >/dev/null
+	$(BIN)/python $(EE_DIR)/context/_build/scripts/introspect.py introspect $(EE_DIR)/collections \
+	  --write-pip $(EE_DIR)/requirements.txt --write-bindep $(EE_DIR)/bindep.txt >/dev/null
+	grep -q '^paramiko' $(EE_DIR)/requirements.txt && grep -q '^openssh-clients' $(EE_DIR)/bindep.txt \
+	  || { echo "ee-context: the collection's requirements did not come through introspection"; exit 1; }
+	@echo "ee-context: $(EE_DIR)/context (podman build -t gpuprov-ee:latest $(EE_DIR)/context)"
 
 # ansible-test needs the collection at ansible_collections/<ns>/<name>: test a copy of the tracked files.
 SANITY_ROOT ?= build/sanity

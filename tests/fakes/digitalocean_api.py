@@ -147,7 +147,7 @@ class DigitalOceanApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return error(404, "not_found", "The resource you were accessing could not be found.")
 
-    def bad_json(self, req, problem: str) -> Reply:
+    def bad_json(self, req, why: str) -> Reply:
         return error(400, "bad_request", "error parsing request body")
 
     # -- levers -----------------------------------------------------------------------

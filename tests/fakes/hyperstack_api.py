@@ -116,8 +116,8 @@ class HyperstackApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return error(404, "not_found", "Not found: %s %s" % (req.method, req.path))
 
-    def bad_json(self, req, problem: str) -> Reply:
-        return error(400, "bad_request", "Invalid JSON body: %s" % problem)
+    def bad_json(self, req, why: str) -> Reply:
+        return error(400, "bad_request", "Invalid JSON body: %s" % why)
 
     @staticmethod
     def _invalid(problems: List[str]) -> Reply:

@@ -112,8 +112,8 @@ class LambdaApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return error(404, "global/object-does-not-exist", "Not found: %s %s" % (req.method, req.path))
 
-    def bad_json(self, req, problem: str) -> Reply:
-        return error(400, "global/invalid-parameters", "Invalid request body: %s" % problem)
+    def bad_json(self, req, why: str) -> Reply:
+        return error(400, "global/invalid-parameters", "Invalid request body: %s" % why)
 
     def _invalid_fields(self, problems: List[str]) -> Reply:
         fields = {}

@@ -244,8 +244,8 @@ class MarketplaceFake:
     def not_found(self, req: Request) -> Reply:
         return Reply(404, {"error": "no route for %s %s" % (req.method, req.path)})
 
-    def bad_json(self, req: Request, problem: str) -> Reply:
-        return Reply(400, {"error": "the body is not JSON: %s" % problem})
+    def bad_json(self, req: Request, why: str) -> Reply:
+        return Reply(400, {"error": "the body is not JSON: %s" % why})
 
     def public_route(self, req: Request, key: str) -> bool:
         """Routes served without the API key (an OAuth token endpoint)."""

@@ -98,8 +98,8 @@ class MassedComputeApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return error(404, "Not found: %s %s" % (req.method, req.path))
 
-    def bad_json(self, req, problem: str) -> Reply:
-        return error(400, "The request body is not valid JSON: %s" % problem)
+    def bad_json(self, req, why: str) -> Reply:
+        return error(400, "The request body is not valid JSON: %s" % why)
 
     def _invalid_fields(self, problems: List[str]) -> Reply:
         fields: Dict[str, List[str]] = {}

@@ -99,8 +99,8 @@ class PrimeIntellectApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return Reply(404, {"detail": "Not Found"})
 
-    def bad_json(self, req, problem: str) -> Reply:
-        return Reply(422, {"detail": [{"loc": ["body"], "msg": "JSON decode error: %s" % problem,
+    def bad_json(self, req, why: str) -> Reply:
+        return Reply(422, {"detail": [{"loc": ["body"], "msg": "JSON decode error: %s" % why,
                                        "type": "json_invalid"}]})
 
     # -- levers ------------------------------------------------------------------------

@@ -99,8 +99,8 @@ class RunpodApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return problem(404, "resource not found")
 
-    def bad_json(self, req, problem_text: str) -> Reply:
-        return problem(400, "request body is not valid JSON: %s" % problem_text)
+    def bad_json(self, req, why: str) -> Reply:
+        return problem(400, "request body is not valid JSON: %s" % why)
 
     # -- catalog ---------------------------------------------------------------------------
     @route("GET", r"/v2/catalog/gpus", key="catalog.gpus")

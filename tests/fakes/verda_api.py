@@ -114,8 +114,8 @@ class VerdaApiFake(MarketplaceFake):
     def not_found(self, req) -> Reply:
         return _error(404, "not_found", "Cannot %s %s" % (req.method, req.path))
 
-    def bad_json(self, req, problem: str) -> Reply:
-        return _error(400, "invalid_request", "Request body is not valid JSON: %s" % problem)
+    def bad_json(self, req, why: str) -> Reply:
+        return _error(400, "invalid_request", "Request body is not valid JSON: %s" % why)
 
     # -- levers for tests --------------------------------------------------------------
     def expire_token(self) -> None:

@@ -109,7 +109,7 @@ def test_a_server_restart_mid_launch_loses_nothing(controllers, server):
         proc.kill()
         pytest.fail("the launch never reached the journal")
     server.restart()
-    out, _ = proc.communicate(timeout=600)
+    out, _err = proc.communicate(timeout=600)
     first = "%s" % out
     assert pg_server.PASSWORD not in first and "Traceback" not in first, first
     if proc.returncode != 0:

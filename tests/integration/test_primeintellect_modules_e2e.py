@@ -91,7 +91,7 @@ def test_instance_present_login_and_absent_leaves_nothing(ansible, prime, tmp_pa
 """, ["made", "info"])
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert recap["changed"] == 1 and recap["failed"] == 0, recap
-    [pod] = [p for p in prime.pods.values()]
+    [pod] = list(prime.pods.values())
     assert pod["providerType"] == "hyperstack" and pod["name"].startswith("pi1.")
     [key] = list(prime.keys.values())
     assert re.match(r"^gpuprov-pi1-[0-9a-f]{12}\.[0-9a-f]{32}$", key["name"])

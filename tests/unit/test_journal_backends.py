@@ -272,7 +272,7 @@ def test_eight_processes_creating_one_key_make_one_row(journal, backend):
         proc.start()
     for proc in procs:
         proc.join(60)
-    outcomes = sorted(results.get(timeout=5)[0] for _ in procs)
+    outcomes = sorted(results.get(timeout=5)[0] for _proc in procs)
     assert outcomes == ["conflict"] * 7 + ["won"]
     assert len(journal.events("vm1")) == 1 and journal.load("vm1").version == 1
 

@@ -190,7 +190,7 @@ def test_create_is_one_launch_carrying_name_tags_ruleset_and_user_data(fake):
     prepared = provider.prepare(offer, spec())
     before = len(fake.calls)
     instance_id = provider.create(offer, prepared, spec(boot_script=BootScript("#!/bin/bash\necho hi", {"A": "b"})))
-    launches = [c for c in fake.calls[before:]]
+    launches = list(fake.calls[before:])
     assert [c[0] for c in launches] == ["instances.launch"]
     body = launches[0][4]
     assert body["name"] == "vm1" and body["ssh_key_names"] == [prepared["ssh_key_name"]]

@@ -57,7 +57,7 @@ def adapter(fake) -> LambdaProvider:
     return LambdaProvider({"api_url": fake.api_url, "api_key": fake.token}, journal_id="j1")
 
 
-@pytest.mark.parametrize("status,code,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,code,message,kind,block", ROWS, ids=str)
 def test_each_row_classifies_through_the_client(fake, status, code, message, kind, block):
     fake.fail_next("instances.list", error(status, code, message) if code else Reply(status, {"message": message}))
     with pytest.raises(ProviderError) as info:
@@ -66,7 +66,7 @@ def test_each_row_classifies_through_the_client(fake, status, code, message, kin
     assert message.split(".")[0] in info.value.msg
 
 
-@pytest.mark.parametrize("status,code,message,kind,block", ROWS, ids=lambda v: str(v))
+@pytest.mark.parametrize("status,code,message,kind,block", ROWS, ids=str)
 def test_each_row_in_the_table_alone(status, code, message, kind, block):
     assert classify(errors.RULES, status, code, message) == (kind, block)
 

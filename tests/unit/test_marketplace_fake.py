@@ -79,7 +79,7 @@ def test_field_checks_and_bad_json(fake):
 
 def test_fault_injection_answers_instead_of_the_handler(fake):
     fake.fail_next("things.status", Reply(429, {"error": "slow down"}, headers={"Retry-After": "3"}), times=2)
-    first, second, third = (_call(fake, "GET", "/things/status") for _ in range(3))
+    first, second, third = (_call(fake, "GET", "/things/status") for _round in range(3))
     assert [r.status_code for r in (first, second, third)] == [429, 429, 200]
     assert first.headers["Retry-After"] == "3"
     fake.fail_next("things.status", Reply(503))

@@ -23,7 +23,7 @@ def ids(offers):
 def test_prefer_order_keeps_the_clouds_order_and_price_sorts_across_clouds():
     planned = [offer(A, "r1", price_per_hour=3.0), offer(A, "r2", price_per_hour=1.0),
                offer(B, "r1", price_per_hour=2.0), offer(B, "r2", price_per_hour=None, spot=True)]
-    in_order, _ = choose_offers(planned, "order")
+    in_order, _skipped = choose_offers(planned, "order")
     assert ids(in_order) == ids(planned)
     by_price, skipped = choose_offers(planned, "price")
     assert ids(by_price) == ["fakea:r2:gpu.1x", "fakeb:r1:gpu.1x", "fakea:r1:gpu.1x", "fakeb:r2:gpu.1x"]

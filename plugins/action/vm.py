@@ -34,7 +34,13 @@ class ActionModule(ActionBase):
         except ImportError as exc:
             raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller requirements (%s); "
                                     "pip install -r requirements.txt from the collection" % exc)
-        service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line))
+        # AWX's Machine credential reaches the task as ansible_ssh_private_key_file: the key to use
+        # when neither the ssh_key option nor GPUPROV_SSH_KEY_FILE names one.
+        credential_key = (task_vars or {}).get("ansible_ssh_private_key_file")
+        if credential_key:
+            credential_key = self._templar.template(credential_key)
+        service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line),
+                            credential_key=credential_key or None)
         try:
             result.update(service.run(check_mode=self._task.check_mode))
         except Exception as exc:  # pylint: disable=broad-except

@@ -19,9 +19,15 @@ description:
     carries the VM identity instead of creating a second one), waits for boot and verifies a real SSH login.
     Capacity, quota and failure errors compensate (tear down what the attempt made) and fail over to the next
     offer; quota blocks the whole region.
-  - On success the VM's host key is pinned in the collection's own C(known_hosts), and a C(Host <name>)
-    block is written to C(<state dir>/ssh_config); add C(Include <state dir>/ssh_config) to C(~/.ssh/config)
-    once to use C(ssh <name>).
+  - On success the VM's host key is pinned, journalled with the VM, and written to the collection's own
+    C(known_hosts), and a C(Host <name>) block is written to C(<state dir>/ssh_config); add
+    C(Include <state dir>/ssh_config) to C(~/.ssh/config) once to use C(ssh <name>). Both files are generated
+    from the journal before each use, so a controller with an empty state directory (a new AWX job) reaches,
+    checks and tears down every VM of the journal.
+  - The SSH private key is, in this order, O(ssh_key), E(GPUPROV_SSH_KEY_FILE), the task's
+    C(ansible_ssh_private_key_file) (what AWX's Machine credential sets), else C(<state dir>/id_ed25519),
+    generated on first use. The journal records the fingerprint of the public key each VM was made with; a
+    run with another key fails, naming both fingerprints, before it touches the VM. O(state=absent) needs no key.
   - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed) while it runs.
   - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - This module runs through its action plugin on the controller; it never connects to the target host.
@@ -110,6 +116,11 @@ notes:
     C(ansible.builtin.set_fact) them and reach the VM with its pinned host key.
   - A teardown that cannot finish ends in state C(Leaked), listed by the status playbook; the next run of
     C(present) or C(absent) for the name starts by resolving it.
+  - Everything needed to reach a VM lives in the journal (endpoint, pinned host key, key fingerprint); the
+    state directory only caches what is generated from it. The one exception is the V(local) cloud, whose
+    instance records (C(<root>/<name>/<instance id>/), the cloud side of a loopback VM) stay on the machine
+    that made them. Controllers sharing a journal must share that folder too (the V(local) cloud's C(root)
+    option, journalled with the VM), and a new machine cannot see such a VM.
 seealso:
   - name: Provision playbook
     description: C(ansible-playbook gpuprov.cloud.provision -e vm=... -e gpu=...)

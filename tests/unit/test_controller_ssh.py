@@ -79,6 +79,42 @@ def test_ssh_config_blocks_and_removal_touch_only_their_vm(tmp_path):
     assert files.known_key(other["host_key_alias"]) == ("ssh-ed25519", "AAAAb")
 
 
+def test_public_key_fingerprint_is_what_ssh_keygen_prints(tmp_path):
+    key = tmp_path / "mine"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(key) + ".pub"], capture_output=True,
+                             text=True, check=True).stdout.split()[1]
+    assert ssh.public_key_fingerprint(ssh.public_key_of(str(key))) == printed
+    assert ssh.public_key_fingerprint("ssh-ed25519 not*base64") is None
+    assert ssh.public_key_fingerprint("") is None
+
+
+def _row(name, alias, key, port=2222, status="running"):
+    return {"name": name, "host_key_alias": alias, "ssh_host": "10.0.0.1", "ssh_port": port, "ssh_user": "ubuntu",
+            "status": status, "detail": {"host_key": {"type": "ssh-ed25519", "key": key} if key else None}}
+
+
+def test_known_hosts_and_ssh_config_are_generated_from_the_journal(tmp_path):
+    files = ssh.ControllerFiles(str(tmp_path / "fresh"), str(tmp_path / "key"))
+    files.write_from_journal([_row("a", "gpuprov-a-000000000001", "AAAAa"),
+                              _row("b", "gpuprov-b-000000000002", "AAAAb", status="leaked"),
+                              _row("c", "gpuprov-c-000000000003", None)])
+    assert files.known_key("gpuprov-a-000000000001") == ("ssh-ed25519", "AAAAa")
+    assert files.known_key("gpuprov-b-000000000002") is None          # not running: not reachable
+    config = open(files.ssh_config).read()
+    assert "Host a\n    HostName 10.0.0.1\n    Port 2222\n" in config and "Host b" not in config
+    assert "IdentityFile %s\n" % files.key_path in config and "HostKeyAlias gpuprov-a-000000000001" in config
+    assert _mode(files.known_hosts) == 0o600 and _mode(files.ssh_config) == 0o600
+
+    # The journal wins over a stale pin; a pin the journal does not know yet (a VM between its
+    # first contact and Ready) is kept.
+    files.pin("gpuprov-d-000000000004", "ssh-ed25519", "AAAAd")
+    files.write_from_journal([_row("a", "gpuprov-a-000000000001", "AAAAz", port=2200)])
+    assert files.known_key("gpuprov-a-000000000001") == ("ssh-ed25519", "AAAAz")
+    assert files.known_key("gpuprov-d-000000000004") == ("ssh-ed25519", "AAAAd")
+    assert open(files.ssh_config).read().count("Host a\n") == 1 and "Port 2200" in open(files.ssh_config).read()
+
+
 @pytest.fixture
 def local_vm(tmp_path):
     if not os.path.exists("/usr/sbin/sshd"):

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import (
     InvalidParameters, VmService, build_settings,
 )
@@ -137,3 +137,92 @@ def test_the_k3s_installer_reaches_only_clouds_that_can_host_k3s(k8s, expected):
     got = {cloud: ctx.spec_for(cloud).boot_script is not None for cloud in expected}
     assert got == expected
     assert settings.spec.boot_script is not None   # the settings themselves are untouched
+
+
+# -- a second controller (a new AWX job): only the journal and the local cloud's records are shared --
+
+@pytest.fixture
+def two_homes(tmp_path, monkeypatch):
+    """Two state directories, one journal, one local-cloud root and one SSH key outside both."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    key = str(shared / "job_key")
+    ssh.ensure_controller_key(key)
+    homes = [tmp_path / "home1", tmp_path / "home2"]
+    monkeypatch.setenv("GPUPROV_JOURNAL", str(shared / "journal.sqlite"))
+    monkeypatch.delenv("GPUPROV_SSH_KEY_FILE", raising=False)
+    params = dict(BASE, name="awx", cloud_options={"local": {"root": str(shared / "local")}})
+
+    def in_home(index, **change):
+        monkeypatch.setenv("GPUPROV_HOME", str(homes[index]))
+        return dict(params, **change)
+
+    yield shared, key, homes, in_home
+    # never leave an sshd behind
+    VmService(in_home(1, state="absent")).run()
+
+
+def _events(shared):
+    journal = Journal(str(shared / "journal.sqlite"))
+    try:
+        return journal.events("awx")
+    finally:
+        journal.close()
+
+
+def test_a_fresh_home_reuses_reaches_and_tears_down_a_vm_from_the_journal(two_homes):
+    shared, key, homes, in_home = two_homes
+    up = VmService(in_home(0), credential_key=key).run()
+    assert not up.get("failed"), up
+    assert up["connection"]["ansible_ssh_private_key_file"] == key
+    journal = Journal(str(shared / "journal.sqlite"))
+    vm = journal.load("awx").state["vm"]
+    row = projection.vm(journal, "awx")
+    journal.close()
+    assert vm["ssh_key_fingerprint"] == ssh.public_key_fingerprint(ssh.public_key_of(key))
+    assert row["detail"]["host_key"] == vm["host_key"] and vm["host_key"]["type"] == "ssh-ed25519"
+
+    again = VmService(in_home(1), credential_key=key).run()
+    assert not again.get("failed"), again
+    assert again["changed"] is False and again["vm"]["reused"] is True
+    assert again["vm"]["instance_id"] == vm["instance_id"]
+    # known_hosts and ssh config of the new home were generated from the journal
+    assert ssh.ControllerFiles(str(homes[1]), key).known_key(vm["host_key_alias"]) == (
+        vm["host_key"]["type"], vm["host_key"]["key"])
+    assert "Host awx\n" in (homes[1] / "ssh_config").read_text()
+
+    down = VmService(in_home(1, state="absent")).run()      # no key needed to tear down
+    assert down["changed"] is True and down["state"] == "Done", down
+    assert down["targets"][0]["instance_ids"] == [vm["instance_id"]]
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
+    assert LocalProvider({"root": str(shared / "local")}).observe(Location("local", "local"), "awx") == []
+
+
+def test_a_run_holding_another_key_is_refused_before_it_touches_the_vm(two_homes, monkeypatch):
+    shared, key, homes, in_home = two_homes
+    up = VmService(in_home(0, ssh_key=key)).run()
+    assert not up.get("failed"), up
+    before = _events(shared)
+
+    refused = VmService(in_home(1)).run()      # the new home's own, freshly made key
+    assert refused["failed"] and refused["changed"] is False
+    made_for = ssh.public_key_fingerprint(ssh.public_key_of(key))
+    held = ssh.public_key_fingerprint(ssh.public_key_of(str(homes[1] / "id_ed25519")))
+    assert made_for in refused["msg"] and held in refused["msg"]
+    assert "GPUPROV_SSH_KEY_FILE" in refused["msg"] and "Machine credential" in refused["msg"]
+    assert _events(shared) == before           # not a single transition: no reconcile, no teardown, no create
+
+    monkeypatch.setenv("GPUPROV_SSH_KEY_FILE", key)
+    again = VmService(in_home(1)).run()
+    assert not again.get("failed") and again["changed"] is False, again
+    assert again["vm"]["instance_id"] == up["vm"]["instance_id"]
+
+
+def test_a_named_key_file_that_is_missing_names_its_source(home, monkeypatch):
+    monkeypatch.setenv("GPUPROV_SSH_KEY_FILE", str(home / "nope"))
+    result = VmService(dict(BASE)).run()
+    assert result["failed"] and result["msg"].startswith("GPUPROV_SSH_KEY_FILE: ")
+    monkeypatch.delenv("GPUPROV_SSH_KEY_FILE")
+    result = VmService(dict(BASE), credential_key=str(home / "nope")).run()
+    assert result["failed"] and result["msg"].startswith("ansible_ssh_private_key_file: ")

@@ -36,7 +36,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import HostKeyMismatch, SshNotReady
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import (
+    HostKeyMismatch, SshNotReady, public_key_fingerprint,
+)
 
 TERMINAL = ("Ready", "Aborted", "Leaked")
 # Attempt states: each may own resources at its offer's location.
@@ -429,14 +431,22 @@ class LaunchMachine(Machine):
             return Poll(2.0, "waiting for SSH on %s:%d: %s" % (endpoint.host, endpoint.port, exc))
         vm = dict(vm, ssh=endpoint.to_dict(), host_key_fingerprint=fingerprint)
         if self.ctx.files is not None:
+            # Journalled with the VM: a controller without this known_hosts regenerates it from the journal.
+            pinned = self.ctx.files.known_key(vm["host_key_alias"])
+            if pinned:
+                vm["host_key"] = {"type": pinned[0], "key": pinned[1]}
             self.ctx.files.write_vm(vm)
+        # The key that logged in: a later run holding another one is refused before it touches the VM.
+        vm["ssh_key_fingerprint"] = public_key_fingerprint(self.ctx.settings.spec.ssh_public_key)
         projection.upsert_vm(cx.journal, vm["name"], cloud=vm["location"]["cloud"], region=vm["location"]["region"],
                              zone=vm["location"].get("zone"), instance_id=vm["instance_id"],
                              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"),
                              gpu_count=vm.get("gpu_count"), ssh_host=vm["ssh"]["host"],
                              ssh_port=vm["ssh"]["port"], ssh_user=vm["ssh"]["user"],
                              host_key_alias=vm["host_key_alias"], status="running", stage="Ready",
-                             detail={"python_interpreter": vm.get("python_interpreter")})
+                             detail={"python_interpreter": vm.get("python_interpreter"),
+                                     "host_key": vm.get("host_key"),
+                                     "ssh_key_fingerprint": vm["ssh_key_fingerprint"]})
         return Next({"kind": "Ready", "vm": vm, "reused": bool(state.get("reused")),
                      "search": state.get("search")}, "SSH login OK as %s" % vm["ssh"]["user"])
 

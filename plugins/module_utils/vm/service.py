@@ -107,23 +107,38 @@ def k8s_result(ctx: VmContext, vm: Dict[str, Any], plan: Dict[str, Any]) -> Dict
 class VmService:
     """One task's worth of work on one VM name."""
 
-    def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None):
+    def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None,
+                 credential_key: Optional[str] = None):
         self.params = params
         self.progress = progress
+        # The task's ansible_ssh_private_key_file (AWX's Machine credential), if any.
+        self.credential_key = credential_key
         self.state_dir = default_state_dir()
         self.journal: Optional[Journal] = None
         self.owner = new_owner()
 
     # -- setup -----------------------------------------------------------------------
+    def _key_source(self):
+        """(where the key was named, its path): the ssh_key option, else $GPUPROV_SSH_KEY_FILE, else the
+        task's ansible_ssh_private_key_file (AWX's Machine credential), else (None, the state dir's key)."""
+        for source, value in (("ssh_key", self.params.get("ssh_key")),
+                              ("GPUPROV_SSH_KEY_FILE", os.environ.get("GPUPROV_SSH_KEY_FILE")),
+                              ("ansible_ssh_private_key_file", self.credential_key)):
+            if value:
+                return source, os.path.expanduser(value)
+        return None, os.path.join(self.state_dir, "id_ed25519")
+
     def _open(self):
-        key_path = os.path.expanduser(self.params.get("ssh_key") or os.path.join(self.state_dir, "id_ed25519"))
-        if self.params.get("ssh_key"):
+        source, key_path = self._key_source()
+        if source:
             if not os.path.exists(key_path):
-                raise InvalidParameters("ssh_key: %s does not exist; name an existing private key or leave "
-                                        "ssh_key unset to use the collection's own key" % key_path)
+                raise InvalidParameters("%s: %s does not exist; name an existing private key or leave ssh_key, "
+                                        "GPUPROV_SSH_KEY_FILE and ansible_ssh_private_key_file unset to use the "
+                                        "collection's own key" % (source, key_path))
             public_key = ssh.public_key_of(key_path)
         else:
             public_key = ssh.ensure_controller_key(key_path)
+        self.key_source, self.key_fingerprint = source, ssh.public_key_fingerprint(public_key)
         if os.path.isdir(self.state_dir) and not os.access(self.state_dir, os.W_OK | os.X_OK):
             # Checked before anything is created: the VM's ssh config and pinned host key go here.
             raise InvalidParameters("state directory %s is not writable by this user; fix its permissions or set "
@@ -135,6 +150,8 @@ class VmService:
             self.journal = projection.open_journal(self.params.get("journal"))
         except JournalError as exc:
             raise InvalidParameters(str(exc))
+        # known_hosts and the ssh config are generated from the journal: this state directory may be new.
+        files.write_from_journal(projection.vms(self.journal))
         return settings, files
 
     def _executor(self, machine, cancel: CancelToken) -> Executor:
@@ -210,6 +227,9 @@ class VmService:
     def _present(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
         name = ctx.settings.vm_name
         row = self.journal.load(name)
+        refused = self._other_key(row, files)
+        if refused:
+            return {"failed": True, "changed": False, "state": row.label, "journal": self.journal.path, "msg": refused}
         if check_mode:
             would = not (row and row.state.get("kind") == "Ready" and self._still_up(ctx, row.state["vm"]))
             return {"changed": would, "msg": "would %s %s" % ("provision" if would else "keep", name)}
@@ -241,6 +261,19 @@ class VmService:
         if state.get("targets"):
             result["leaked"] = state["targets"]
         return result
+
+    def _other_key(self, row, files: ssh.ControllerFiles) -> str:
+        """Why this run may not touch the journalled VM: it was made for another SSH key, so this
+        run could not log in, and would tear it down or wait out ssh_timeout. Empty: it may."""
+        vm = _journalled_vm(row)
+        made_for = (vm or {}).get("ssh_key_fingerprint")
+        if not made_for or made_for == self.key_fingerprint:
+            return ""
+        return ("%s was made for the SSH key %s, and this run holds %s (%s, from %s); nothing was done. Give the "
+                "run the key the VM was made with: the ssh_key option, GPUPROV_SSH_KEY_FILE, or the job's Machine "
+                "credential (ansible_ssh_private_key_file); or tear it down (down needs no key) and provision it "
+                "again." % (vm["name"], made_for, self.key_fingerprint, files.key_path,
+                            self.key_source or "the state directory's own key"))
 
     def _still_up(self, ctx: VmContext, vm: Dict[str, Any]) -> bool:
         location = Location.from_dict(vm["location"])
@@ -327,6 +360,16 @@ class VmService:
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."
                       % (name, state.get("reason"), teardown._describe(state["targets"])))
         return result
+
+
+def _journalled_vm(row) -> Optional[Dict[str, Any]]:
+    """The VM record a journalled launch state keeps (directly, or in the state it is reconciling)."""
+    if row is None or row.kind != launch.LaunchMachine.KIND:
+        return None
+    state = row.state
+    if state.get("kind") == "Reconciling" and (state.get("previous_kind") in (None, launch.LaunchMachine.KIND)):
+        state = state.get("previous") or {}
+    return state.get("vm")
 
 
 def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

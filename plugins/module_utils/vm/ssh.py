@@ -9,11 +9,17 @@ HostKeyMismatch), which the launch machine handles.
 Host keys are pinned per instance: each instance gets a HostKeyAlias, its key is
 recorded on first contact and every later contact (ours, ``ssh <name>`` and
 Ansible's) is checked against it.
+
+The journal is the truth: the pinned host key and the fingerprint of the controller key
+are journalled with the VM, and known_hosts and the ssh config are generated from it
+(``ControllerFiles.write_from_journal``) before they are used. A controller with an empty
+state directory (a new AWX job) can so reach, check and tear down every VM in the journal.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import logging
 import os
@@ -82,6 +88,16 @@ def public_key_of(path: str) -> str:
                                          serialization.PublicFormat.OpenSSH).decode()
 
 
+def public_key_fingerprint(public_key: str) -> Optional[str]:
+    """``SHA256:...`` of an OpenSSH public key line, as ``ssh-keygen -l`` prints it; None when
+    the line holds no decodable key."""
+    parts = (public_key or "").split()
+    try:
+        return fingerprint(parts[0], parts[1]).split(" ", 1)[1] if len(parts) >= 2 else None
+    except (binascii.Error, ValueError):
+        return None
+
+
 def fingerprint(key_type: str, key_b64: str) -> str:
     digest = hashlib.sha256(base64.b64decode(key_b64)).digest()
     return "%s SHA256:%s" % (key_type, base64.b64encode(digest).decode().rstrip("="))
@@ -136,6 +152,26 @@ class ControllerFiles:
             if alias not in entries:
                 entries[alias] = (key_type, key_b64)
                 self._write_known(entries)
+
+    def write_from_journal(self, rows) -> None:
+        """Generate known_hosts and the ssh config blocks from the journal's ``vms`` rows: every
+        running VM with a journalled host key gets it pinned (the journal wins over what the file
+        says) and its ``Host`` block written. Entries for VMs the journal has no key for are kept:
+        a VM of this controller may be between its first contact and the journal's Ready."""
+        journalled = {}
+        for row in rows:
+            host_key = (row.get("detail") or {}).get("host_key") if isinstance(row.get("detail"), dict) else None
+            if row.get("status") != "running" or not host_key or not row.get("host_key_alias"):
+                continue
+            journalled[row["host_key_alias"]] = (host_key["type"], host_key["key"])
+            self.write_vm({"name": row["name"], "host_key_alias": row["host_key_alias"],
+                           "ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]),
+                                   "user": row.get("ssh_user") or "root"}})
+        with locked(self.known_hosts):
+            entries = self._read_known()
+            merged = dict(entries, **journalled)
+            if merged != entries or not os.path.exists(self.known_hosts):
+                self._write_known(merged)
 
     # -- ssh_config ------------------------------------------------------------------
     @staticmethod

@@ -43,8 +43,11 @@ options:
     type: str
   ssh_key:
     description:
-      - Private key used to log in to the VM. Unset uses the collection's own ed25519 key,
+      - Private key used to log in to the VM. When unset, E(GPUPROV_SSH_KEY_FILE), else the task's
+        C(ansible_ssh_private_key_file) (an AWX Machine credential), else the collection's own ed25519 key,
         C(<state dir>/id_ed25519), generated (0600) on first use.
+      - The journal records the public key's fingerprint with each VM; a run holding another key is refused
+        before it touches the VM.
     type: path
   ssh_user:
     description: Login user where the cloud does not dictate one (the image default otherwise).

@@ -37,17 +37,6 @@ VM = "awx1"
 JOB_TIMEOUT = 90
 
 
-def _journal_held_ssh_landed() -> bool:
-    """Whether the vm service takes its key from GPUPROV_SSH_KEY_FILE (helper B's part of issue 12)."""
-    return "GPUPROV_SSH_KEY_FILE" in (REPO / "plugins" / "module_utils" / "vm" / "service.py").read_text()
-
-
-# Job 2 needs the VM's SSH state (the credential's key, the pinned host key) from the journal, not from the
-# HOME of the job that made it. Drop this mark once that has landed (strict: an unexpected pass fails).
-JOURNAL_HELD_SSH_PENDING = pytest.mark.xfail(
-    not _journal_held_ssh_landed(), strict=True,
-    reason="issue 12: a job with a fresh HOME needs the SSH state held in the journal")
-
 # Variables of the process running pytest that AWX's job environment does not have.
 HOST_ONLY_VARIABLES = ("GPUPROV_HOME", "XDG_STATE_HOME", "GPUPROV_JOURNAL", "GPUPROV_SSH_KEY_FILE",
                        "PGPASSWORD", "PGPASSFILE", "SSH_AUTH_SOCK")
@@ -219,7 +208,6 @@ def test_job1_provisions_the_vm(awx_jobs):
         assert site.journal_password not in job.out
 
 
-@JOURNAL_HELD_SSH_PENDING
 def test_job2_with_a_fresh_home_reprovisions_as_a_no_op(awx_jobs):
     job = awx_jobs["reprovision"]
     assert (job.status, job.rc) == ("successful", 0), job

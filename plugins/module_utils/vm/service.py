@@ -147,7 +147,8 @@ class VmService:
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
         try:
-            self.journal = projection.open_journal(self.params.get("journal"))
+            self.journal = projection.open_journal(self.params.get("journal"),
+                                                   password=self.params.get("journal_password"))
         except JournalError as exc:
             raise InvalidParameters(str(exc))
         # known_hosts and the ssh config are generated from the journal: this state directory may be new.

@@ -96,7 +96,7 @@ def _row(name, alias, key, port=2222, status="running"):
 
 def test_known_hosts_and_ssh_config_are_generated_from_the_journal(tmp_path):
     files = ssh.ControllerFiles(str(tmp_path / "fresh"), str(tmp_path / "key"))
-    files.write_from_journal([_row("a", "gpuprov-a-000000000001", "AAAAa"),
+    files.write_from_journal(lambda: [_row("a", "gpuprov-a-000000000001", "AAAAa"),
                               _row("b", "gpuprov-b-000000000002", "AAAAb", status="leaked"),
                               _row("c", "gpuprov-c-000000000003", None)])
     assert files.known_key("gpuprov-a-000000000001") == ("ssh-ed25519", "AAAAa")
@@ -109,7 +109,7 @@ def test_known_hosts_and_ssh_config_are_generated_from_the_journal(tmp_path):
     # The journal wins over a stale pin; a pin the journal does not know yet (a VM between its
     # first contact and Ready) is kept.
     files.pin("gpuprov-d-000000000004", "ssh-ed25519", "AAAAd")
-    files.write_from_journal([_row("a", "gpuprov-a-000000000001", "AAAAz", port=2200)])
+    files.write_from_journal(lambda: [_row("a", "gpuprov-a-000000000001", "AAAAz", port=2200)])
     assert files.known_key("gpuprov-a-000000000001") == ("ssh-ed25519", "AAAAz")
     assert files.known_key("gpuprov-d-000000000004") == ("ssh-ed25519", "AAAAd")
     assert open(files.ssh_config).read().count("Host a\n") == 1 and "Port 2200" in open(files.ssh_config).read()

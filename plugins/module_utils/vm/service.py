@@ -152,7 +152,7 @@ class VmService:
         except JournalError as exc:
             raise InvalidParameters(str(exc))
         # known_hosts and the ssh config are generated from the journal: this state directory may be new.
-        files.write_from_journal(projection.vms(self.journal))
+        files.write_from_journal(lambda: projection.vms(self.journal))
         return settings, files
 
     def _executor(self, machine, cancel: CancelToken) -> Executor:

@@ -26,7 +26,7 @@ import os
 import re
 import socket
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional
 
 try:
     import paramiko
@@ -153,57 +153,74 @@ class ControllerFiles:
                 entries[alias] = (key_type, key_b64)
                 self._write_known(entries)
 
-    def write_from_journal(self, rows) -> None:
+    def write_from_journal(self, read_rows: Callable[[], Iterable[Dict[str, Any]]]) -> None:
         """Generate known_hosts and the ssh config blocks from the journal's ``vms`` rows: every
         running VM with a journalled host key gets it pinned (the journal wins over what the file
         says) and its ``Host`` block written. Entries for VMs the journal has no key for are kept:
-        a VM of this controller may be between its first contact and the journal's Ready."""
-        journalled = {}
-        for row in rows:
-            host_key = (row.get("detail") or {}).get("host_key") if isinstance(row.get("detail"), dict) else None
-            if row.get("status") != "running" or not host_key or not row.get("host_key_alias"):
-                continue
-            journalled[row["host_key_alias"]] = (host_key["type"], host_key["key"])
-            self.write_vm({"name": row["name"], "host_key_alias": row["host_key_alias"],
-                           "ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]),
-                                   "user": row.get("ssh_user") or "root"}})
-        with locked(self.known_hosts):
-            entries = self._read_known()
-            merged = dict(entries, **journalled)
-            if merged != entries or not os.path.exists(self.known_hosts):
-                self._write_known(merged)
+        a VM of this controller may be between its first contact and the journal's Ready.
+
+        ``read_rows`` is called with the ssh config locked: a ``down`` deletes its row before it
+        removes its block (under the same lock), so a concurrent run never writes back the block
+        or key of a VM torn down meanwhile from a snapshot read before."""
+        with locked(self.ssh_config):
+            journalled, blocks = {}, {}
+            for row in read_rows():
+                detail = row.get("detail") if isinstance(row.get("detail"), dict) else {}
+                host_key = detail.get("host_key")
+                if row.get("status") != "running" or not host_key or not row.get("host_key_alias"):
+                    continue
+                journalled[row["host_key_alias"]] = (host_key["type"], host_key["key"])
+                blocks[row["name"]] = self._block({"name": row["name"], "host_key_alias": row["host_key_alias"],
+                                                   "ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]),
+                                                           "user": row.get("ssh_user") or "root"}})
+            text = self._read_config()
+            updated = text
+            for name, block in sorted(blocks.items()):
+                updated = self._with_block(updated, name, block)
+            if updated != text or not os.path.exists(self.ssh_config):
+                write_private(self.ssh_config, updated.encode())
+            with locked(self.known_hosts):
+                entries = self._read_known()
+                merged = dict(entries, **journalled)
+                if merged != entries or not os.path.exists(self.known_hosts):
+                    self._write_known(merged)
 
     # -- ssh_config ------------------------------------------------------------------
     @staticmethod
     def _markers(name: str):
         return "# BEGIN gpuprov %s\n" % name, "# END gpuprov %s\n" % name
 
-    def _replace_block(self, name: str, block: str) -> None:
+    def _read_config(self) -> str:
+        if not os.path.exists(self.ssh_config):
+            return ""
+        with open(self.ssh_config) as handle:
+            return handle.read()
+
+    def _with_block(self, text: str, name: str, block: str) -> str:
+        """``text`` with the VM's block replaced by ``block`` (removed when empty)."""
         begin, end = self._markers(name)
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            text = head + rest.split(end, 1)[1]
+        return text + begin + block + end if block else text
+
+    def _replace_block(self, name: str, block: str) -> None:
         with locked(self.ssh_config):
-            text = ""
-            if os.path.exists(self.ssh_config):
-                with open(self.ssh_config) as handle:
-                    text = handle.read()
-            if begin in text and end in text:
-                head, rest = text.split(begin, 1)
-                tail = rest.split(end, 1)[1]
-                text = head + tail
-            if block:
-                text = text + begin + block + end
-            write_private(self.ssh_config, text.encode())
+            write_private(self.ssh_config, self._with_block(self._read_config(), name, block).encode())
 
     def connection_options(self, alias: str) -> str:
         return "-o UserKnownHostsFile=%s -o HostKeyAlias=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes" % (
             self.known_hosts, alias)
 
-    def write_vm(self, vm: Dict[str, Any]) -> None:
+    def _block(self, vm: Dict[str, Any]) -> str:
         ssh = vm["ssh"]
-        block = ("Host %s\n    HostName %s\n    Port %d\n    User %s\n    IdentityFile %s\n"
-                 "    IdentitiesOnly yes\n    UserKnownHostsFile %s\n    HostKeyAlias %s\n"
-                 "    StrictHostKeyChecking yes\n" % (vm["name"], ssh["host"], ssh["port"], ssh["user"],
-                                                      self.key_path, self.known_hosts, vm["host_key_alias"]))
-        self._replace_block(vm["name"], block)
+        return ("Host %s\n    HostName %s\n    Port %d\n    User %s\n    IdentityFile %s\n"
+                "    IdentitiesOnly yes\n    UserKnownHostsFile %s\n    HostKeyAlias %s\n"
+                "    StrictHostKeyChecking yes\n" % (vm["name"], ssh["host"], ssh["port"], ssh["user"],
+                                                     self.key_path, self.known_hosts, vm["host_key_alias"]))
+
+    def write_vm(self, vm: Dict[str, Any]) -> None:
+        self._replace_block(vm["name"], self._block(vm))
 
     def remove_vm(self, name: str) -> None:
         """Drop the VM's ssh config block and every host key pinned for its instances."""

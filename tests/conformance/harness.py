@@ -8,10 +8,12 @@ Docker engine). ``conftest.py`` discovers those files and parametrises the suite
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Set
+
+import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    InstanceSpec, Location, Provider, ResourceRequest,
+    ErrorKind, InstanceSpec, Location, Provider, ResourceRequest,
 )
 
 ADAPTER_PACKAGE = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
@@ -100,3 +102,41 @@ class FakeApiHarness(Harness):
         fresh = self.new_provider()
         offer = fresh.plan(self.request)[0]
         return fresh.create(offer, fresh.prepare(offer, spec), spec)
+
+
+class LeverHarness(FakeApiHarness):
+    """A vendor-API harness whose fake has the standard fault levers, each arming the next
+    call of one route: ``rate_limit(key, retry_after=...)`` (or whatever ``transient``
+    names), ``bad_auth(key)``, ``invalid(key)``, ``fail_capacity(key)``, ``fail_quota(key)``,
+    and ``finish(instance_id)`` to end a boot or a deletion. ``first_call`` maps each
+    primitive to the route its first request goes to."""
+
+    first_call: Dict[str, str] = {}
+    transient = "rate_limit"
+
+    def error_kinds(self) -> Iterable[str]:
+        return (ErrorKind.TRANSIENT, ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.INVALID_REQUEST,
+                ErrorKind.CREDENTIALS)
+
+    def inject_error(self, primitive: str, kind: str) -> None:
+        key = self.first_call[primitive]
+        if kind == ErrorKind.TRANSIENT and self.transient == "rate_limit":
+            self.fake.rate_limit(key, retry_after=2)
+        elif kind == ErrorKind.TRANSIENT:
+            getattr(self.fake, self.transient)(key)
+        elif kind == ErrorKind.CREDENTIALS:
+            self.fake.bad_auth(key)
+        elif kind == ErrorKind.INVALID_REQUEST and primitive in ("prepare", "create"):
+            self.fake.invalid(key)
+        elif kind == ErrorKind.CAPACITY and primitive == "create":
+            self.fake.fail_capacity(key)
+        elif kind == ErrorKind.QUOTA and primitive == "create":
+            self.fake.fail_quota(key)
+        else:
+            pytest.skip("the %s API has no %s answer to %s's requests" % (self.cloud, kind, primitive))
+
+    def settle(self, location: Location, instance_id: str) -> None:
+        self.fake.finish(instance_id)
+
+    def settle_deleted(self, location: Location, instance_id: str) -> None:
+        self.fake.finish(instance_id)

@@ -18,19 +18,19 @@ Quota             HTTP 403 "Instance limit exceeded..."               create
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, List
+from typing import List
 
 import pytest
 
 pytest.importorskip("requests")
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
+    BootScript, ErrorKind, InstanceSpec, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute import (  # noqa: E402
     MassedComputeProvider,
 )
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import LeverHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.massedcompute_api import MassedComputeApiFake  # noqa: E402
 
 K = ErrorKind
@@ -45,8 +45,9 @@ FIRST_CALL = {
 }
 
 
-class MassedComputeHarness(FakeApiHarness):
+class MassedComputeHarness(LeverHarness):
     cloud = "massedcompute"
+    first_call = FIRST_CALL
 
     def __init__(self, root: str):
         self.fake = MassedComputeApiFake(root)
@@ -59,30 +60,6 @@ class MassedComputeHarness(FakeApiHarness):
             vm_name="conf-massed", allowed_cidrs=["198.51.100.7/32"],
             ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtY29uZm9ybWFuY2U conf@massed",
             boot_script=BootScript("#!/bin/sh\necho gpuprov conformance", {"GPUPROV": "1"}))
-
-    def error_kinds(self) -> Iterable[str]:
-        return (K.TRANSIENT, K.CAPACITY, K.QUOTA, K.INVALID_REQUEST, K.CREDENTIALS)
-
-    def inject_error(self, primitive: str, kind: str) -> None:
-        key = FIRST_CALL[primitive]
-        if kind == K.TRANSIENT:
-            self.fake.rate_limit(key, retry_after=2)
-        elif kind == K.CREDENTIALS:
-            self.fake.bad_auth(key)
-        elif kind == K.INVALID_REQUEST and primitive in ("prepare", "create"):
-            self.fake.invalid(key)
-        elif kind == K.CAPACITY and primitive == "create":
-            self.fake.fail_capacity(key)
-        elif kind == K.QUOTA and primitive == "create":
-            self.fake.fail_quota(key)
-        else:
-            pytest.skip("the massedcompute API has no %s answer to %s's requests" % (kind, primitive))
-
-    def settle(self, location: Location, instance_id: str) -> None:
-        self.fake.finish(instance_id)
-
-    def settle_deleted(self, location: Location, instance_id: str) -> None:
-        self.fake.finish(instance_id)
 
     def unknown_instance_id(self) -> str:
         return str(uuid.uuid4())

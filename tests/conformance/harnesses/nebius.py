@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from typing import Iterable, List
+from typing import List
 
 import pytest
 
 pytest.importorskip("nebius")
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    BootScript, ErrorKind, InstanceSpec, Location, ResourceRequest,
+    BootScript, ErrorKind, InstanceSpec, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import NebiusProvider  # noqa: E402
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import FakeApiHarness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import LeverHarness  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.nebius_grpc import NebiusGrpcFake  # noqa: E402
 
 K = ErrorKind
@@ -45,8 +45,10 @@ FIRST_CALL = {
 }
 
 
-class NebiusHarness(FakeApiHarness):
+class NebiusHarness(LeverHarness):
     cloud = "nebius"
+    first_call = FIRST_CALL
+    transient = "unavailable"
 
     def __init__(self, root: str):
         self.fake = NebiusGrpcFake(root)
@@ -59,30 +61,6 @@ class NebiusHarness(FakeApiHarness):
             vm_name="conf-nebius", allowed_cidrs=["198.51.100.7/32"],
             ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtY29uZm9ybWFuY2U conf@nebius",
             boot_script=BootScript("#!/bin/sh\necho gpuprov conformance", {"GPUPROV": "1"}))
-
-    def error_kinds(self) -> Iterable[str]:
-        return (K.TRANSIENT, K.CAPACITY, K.QUOTA, K.INVALID_REQUEST, K.CREDENTIALS)
-
-    def inject_error(self, primitive: str, kind: str) -> None:
-        key = FIRST_CALL[primitive]
-        if kind == K.TRANSIENT:
-            self.fake.unavailable(key)
-        elif kind == K.CREDENTIALS:
-            self.fake.bad_auth(key)
-        elif kind == K.INVALID_REQUEST and primitive in ("prepare", "create"):
-            self.fake.invalid(key)
-        elif kind == K.CAPACITY and primitive == "create":
-            self.fake.fail_capacity(key)
-        elif kind == K.QUOTA and primitive == "create":
-            self.fake.fail_quota(key)
-        else:
-            pytest.skip("the nebius API has no %s answer to %s's calls" % (kind, primitive))
-
-    def settle(self, location: Location, instance_id: str) -> None:
-        self.fake.finish(instance_id)
-
-    def settle_deleted(self, location: Location, instance_id: str) -> None:
-        self.fake.finish(instance_id)
 
     def unknown_instance_id(self) -> str:
         return "computeinstance-e00" + uuid.uuid4().hex[:16]

@@ -191,6 +191,55 @@ class Observed(_Record):
         )
 
 
+class ResourceKind:
+    """What an ``Owned`` resource is. Instances bill by the hour; the rest are the side
+    resources ``prepare`` makes (and ``cleanup`` removes)."""
+
+    INSTANCE = "instance"
+    SECURITY_GROUP = "security_group"   # AWS security groups
+    FIREWALL = "firewall"               # GCP firewall rules, DO/Lambda firewalls, Hyperstack rules
+    SSH_KEY = "ssh_key"                 # registered key pairs / SSH keys
+    ENVIRONMENT = "environment"         # Hyperstack environments
+    OTHER = "other"
+
+    ALL = (INSTANCE, SECURITY_GROUP, FIREWALL, SSH_KEY, ENVIRONMENT, OTHER)
+
+
+# The region of a location meaning "every region": the location ``list_owned`` is asked
+# about on clouds whose listing is global (one call lists every region's resources).
+ANY_REGION = "*"
+
+
+@dataclasses.dataclass(frozen=True)
+class Owned(_Record):
+    """One resource carrying gpuprov's identity, as ``Provider.list_owned`` finds it.
+
+    ``vm_name`` and ``journal_id`` are what its tags/labels/name say (None when absent:
+    ``journal_id`` None is a resource made before journal ids, "legacy"). ``location`` is
+    where it really is (never ``ANY_REGION``). ``status`` is an instance's normalised
+    ``Status`` (None for side resources); ``price_per_hour`` is the vendor's hourly price in
+    USD where the listing says it, else None (never guessed)."""
+
+    kind: str
+    resource_id: str
+    location: Location
+    vm_name: Optional[str] = None
+    journal_id: Optional[str] = None
+    status: Optional[str] = None
+    price_per_hour: Optional[float] = None
+    name: Optional[str] = None        # the vendor-side display name, when it has one
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Owned":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values["location"] = Location.from_dict(data["location"])
+        return cls(**values)
+
+
 @dataclasses.dataclass
 class Offer(_Record):
     """One way to satisfy a request; ``detail`` is adapter-private and persisted."""
@@ -410,3 +459,21 @@ class Provider(abc.ABC):
         note). The same rules as ``observe``: bounded reads, no waiting, classified errors."""
         found = self.observe(location, vm_name)
         return {"instances": [o.to_dict() for o in found], "findings": []}
+
+    def sweep_locations(self) -> List[Location]:
+        """Where ``list_owned`` looks when the user names no region: every region this
+        adapter's catalog knows (or one ``Location(cloud, ANY_REGION)`` where a single
+        listing covers every region). Pure: no API call."""
+        raise NotImplementedError("%s cannot list its resources for the orphan sweep" % self.name)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Every resource at ``location`` (every region for ``ANY_REGION``) that carries
+        gpuprov's identity (``VM_NAME_TAG`` in its tags/labels, or the gpuprov name prefix
+        where the cloud has no tags), whatever its journal id: instances, and every kind
+        of side resource ``prepare`` makes and ``cleanup`` removes.
+
+        For the orphan sweep (``gpuprov.cloud.orphans``), which joins the result with the
+        journal. The same rules as ``observe``: read-only, one listing per resource kind
+        with its pagination, no waiting, classified errors. Instances fully gone are
+        omitted; instances on their way out are listed with their status."""
+        raise NotImplementedError("%s cannot list its resources for the orphan sweep" % self.name)

@@ -50,7 +50,7 @@ from ansible.module_utils.urls import ConnectionError as UrlConnectionError, ope
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
@@ -449,6 +449,17 @@ class AwsProvider(TypedOptionsProvider):
                     raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name)
                 raise
         return group["GroupId"]
+
+    def sweep_locations(self) -> List[Location]:
+        """The regions of the ``regions`` option and of the catalog (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.owned import sweep_locations
+        return sweep_locations(self)
+
+    @_classified
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Tagged instances and security groups of one region (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.owned import list_owned
+        return list_owned(self, location)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus EC2's state reasons, status checks, scheduled events and spot request states."""

@@ -7,8 +7,8 @@ sends (see compute_v1/services/*/transports/rest_base.py); responses follow the
 documented resource shapes: Operations (``status`` DONE/RUNNING, failures as
 ``error.errors[] {code, message, errorDetails}`` + ``httpErrorStatusCode``),
 Instances (``labels``, ``status``, zone URLs, ``networkInterfaces[].accessConfigs[].natIP``),
-Firewalls, Images (``getFromFamily``), aggregated machineTypes / acceleratorTypes
-lists (``items: {"zones/<z>": {...}}`` with ``NO_RESULTS_ON_PAGE`` warnings), and
+Firewalls (get and list), Images (``getFromFamily``), aggregated instances / machineTypes /
+acceleratorTypes lists (``items: {"zones/<z>": {...}}`` with ``NO_RESULTS_ON_PAGE`` warnings), and
 error bodies ``{"error": {"code", "message", "errors": [{"message", "domain", "reason"}], "status"}}``.
 
 State: instances and firewalls (and operations), per project. Lists support
@@ -252,6 +252,7 @@ class GcpComputeFake:
         table = [
             ("GET", p + r"/aggregated/machineTypes", "machineTypes.aggregatedList", self._agg_machine_types),
             ("GET", p + r"/aggregated/acceleratorTypes", "acceleratorTypes.aggregatedList", self._agg_accelerators),
+            ("GET", p + r"/aggregated/instances", "instances.aggregatedList", self._agg_instances),
             ("GET", p + z + r"/instances", "instances.list", self._list_instances),
             ("POST", p + z + r"/instances", "instances.insert", self._insert_instance),
             ("GET", p + z + r"/instances/(?P<name>[^/]+)", "instances.get", self._get_instance),
@@ -260,6 +261,7 @@ class GcpComputeFake:
             ("POST", p + z + r"/operations/(?P<op>[^/]+)/wait", "zoneOperations.wait", self._wait_op),
             ("GET", p + r"/global/operations/(?P<op>[^/]+)", "globalOperations.get", self._get_op),
             ("POST", p + r"/global/operations/(?P<op>[^/]+)/wait", "globalOperations.wait", self._wait_op),
+            ("GET", p + r"/global/firewalls", "firewalls.list", self._list_firewalls),
             ("GET", p + r"/global/firewalls/(?P<name>[^/]+)", "firewalls.get", self._get_firewall),
             ("POST", p + r"/global/firewalls", "firewalls.insert", self._insert_firewall),
             ("PATCH", p + r"/global/firewalls/(?P<name>[^/]+)", "firewalls.patch", self._patch_firewall),
@@ -417,6 +419,12 @@ class GcpComputeFake:
             out["nextPageToken"] = token
         return out
 
+    def _agg_instances(self, project, args, body):
+        def make(zone):
+            return [self._public(i) for (z, _name), i in sorted(self.instances.items())
+                    if z == zone and self._visible(i)]
+        return self._aggregated("instances", args, make)
+
     def _get_instance(self, project, zone, name, args, body):
         inst = self.instances.get((zone, name))
         if inst is None or not self._visible(inst):
@@ -554,6 +562,15 @@ class GcpComputeFake:
 
     def _fw_url(self, name: str) -> str:
         return "%s/projects/%s/global/firewalls/%s" % (BASE, self.project, name)
+
+    def _list_firewalls(self, project, args, body):
+        pred = parse_filter(args.get("filter", ""))
+        page, token = self._page([fw for _name, fw in sorted(self.firewalls.items()) if pred(fw)], args)
+        out = {"kind": "compute#firewallList", "id": "projects/%s/global/firewalls" % project, "items": page,
+               "selfLink": "%s/projects/%s/global/firewalls" % (BASE, project)}
+        if token:
+            out["nextPageToken"] = token
+        return out
 
     def _get_firewall(self, project, name, args, body):
         if name not in self.firewalls:

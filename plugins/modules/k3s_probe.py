@@ -14,10 +14,12 @@ description:
   - Runs on the VM. Reads, in one round trip, the k3s installer's status marker
     (C(/var/lib/gpuprov/k3s-install.status)), whether an installer holds the host-wide lock, the boot runner's
     state (C(cloud-init status), or the docker test cloud's container-start runner), the k3s unit or process
-    state, and GPU presence (C(nvidia-smi -L) and C(/dev/nvidia*)).
+    state, GPU presence (C(nvidia-smi -L) and C(/dev/nvidia*)) and the NVIDIA Container Toolkit's runtime
+    (C(nvidia-container-runtime) on C(PATH) or in C(/usr/local/nvidia/toolkit), where k3s looks for it).
   - Returns those facts and the decision of a pure decision table
     (C(plugins/module_utils/cluster/boot_probe.py)) - V(installed), V(wait) (the boot install is still
-    running) or V(push) (install over SSH, because the boot route is missing, failed, timed out or missed the GPU).
+    running) or V(push) (install over SSH, because the boot route is missing, failed, timed out, missed the GPU,
+    or the VM has a GPU but no NVIDIA Container Toolkit, which the SSH install then installs).
   - With O(wait), polls on the VM while the decision is V(wait), up to O(wait) seconds, so one task covers the
     whole boot check; a boot install still running after O(boot_timeout) seconds is decided V(push).
   - Never changes the VM.
@@ -120,7 +122,12 @@ facts:
     installer_alive: {description: Whether an installer holds the lock., type: bool, returned: always}
     boot_runner: {description: "Boot runner: kind (cloud-init, gpuprov, none), state, since_s.", type: dict, returned: always}
     k3s: {description: "k3s: binary, running, manager (systemd, pidfile, process, none), pid.", type: dict, returned: always}
-    gpu: {description: "GPUs: present, names (nvidia-smi -L), devices (/dev/nvidia*).", type: dict, returned: always}
+    gpu:
+      description:
+        - "GPUs: present, names (nvidia-smi -L), devices (/dev/nvidia*), toolkit (whether the NVIDIA Container
+          Toolkit's nvidia-container-runtime is there), toolkit_runtime (its path, or null)."
+      type: dict
+      returned: always
 """
 
 import fcntl
@@ -216,6 +223,21 @@ def _k3s(module, state_dir, binary):
     return found
 
 
+# Where k3s looks for the NVIDIA runtime at start (besides PATH).
+TOOLKIT_DIRS = ("/usr/local/nvidia/toolkit",)
+
+
+def _toolkit_runtime(module):
+    found = module.get_bin_path("nvidia-container-runtime")
+    if found:
+        return found
+    for folder in TOOLKIT_DIRS:
+        candidate = os.path.join(folder, "nvidia-container-runtime")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def _gpu(module):
     names = []
     smi = module.get_bin_path("nvidia-smi")
@@ -224,7 +246,9 @@ def _gpu(module):
         if rc == 0:
             names = boot_probe.parse_nvidia_smi(out)
     devices = sorted(d for d in glob.glob("/dev/nvidia*") if os.path.basename(d)[len("nvidia"):].isdigit())
-    return {"present": bool(names or devices), "names": names, "devices": devices}
+    runtime = _toolkit_runtime(module)
+    return {"present": bool(names or devices), "names": names, "devices": devices, "toolkit": bool(runtime),
+            "toolkit_runtime": runtime}
 
 
 def probe(module, waited):
@@ -240,7 +264,8 @@ def probe(module, waited):
     gpu = _gpu(module)
     elapsed = boot_probe.elapsed(marker, runner["since_s"], waited)
     decision, reason, row = boot_probe.decide(marker, alive, runner["state"], params["boot_delivered"],
-                                              k3s["running"], gpu["present"], elapsed, params["boot_timeout"])
+                                              k3s["running"], gpu["present"], gpu["toolkit"], elapsed,
+                                              params["boot_timeout"])
     facts = {"marker": marker, "installer_alive": alive, "boot_runner": runner, "k3s": k3s, "gpu": gpu}
     return decision, reason, row, elapsed, facts
 

@@ -13,34 +13,39 @@ def marker(state, **extra):
     return found
 
 
-# Defaults of one probe: a boot script delivered, cloud-init done, k3s running, no GPU, 10 s in, 900 s limit.
+# Defaults of one probe: a boot script delivered, cloud-init done, k3s running, no GPU, no NVIDIA Container
+# Toolkit, 10 s in, 900 s limit.
 BASE = dict(marker=None, installer_alive=False, runner=bp.RUNNER_DONE, boot_delivered=True, k3s_running=True,
-            gpu_present=False, elapsed_s=10.0, timeout_s=900.0)
+            gpu_present=False, toolkit_present=False, elapsed_s=10.0, timeout_s=900.0)
 
 ROWS = [
     # (row, inputs that differ from BASE, decision, words in the reason)
     (1, dict(marker=marker("done")), bp.INSTALLED, "installed (boot route)"),
-    (1, dict(marker=marker("done", gpu=True), gpu_present=True), bp.INSTALLED, "running"),
+    (1, dict(marker=marker("done", gpu=True), gpu_present=True, toolkit_present=True), bp.INSTALLED, "running"),
+    (1, dict(marker=marker("done"), toolkit_present=False), bp.INSTALLED, "running"),     # no GPU, no toolkit needed
     (1, dict(marker=marker("done", route="ssh"), boot_delivered=False), bp.INSTALLED, "ssh route"),
     (2, dict(marker=marker("done", gpu=False), gpu_present=True), bp.PUSH, "GPU missed"),
     (2, dict(marker=marker("done", gpu=False), gpu_present=True, k3s_running=False), bp.PUSH, "GPU missed"),
-    (3, dict(marker=marker("done"), k3s_running=False), bp.PUSH, "k3s is not running"),
-    (4, dict(marker=marker("failed", error="downloading k3s (exit 22)")), bp.PUSH, "downloading k3s (exit 22)"),
-    (4, dict(marker=marker("failed"), installer_alive=True), bp.PUSH, "no error recorded"),
-    (5, dict(marker=marker("running"), installer_alive=False), bp.PUSH, "no installer is alive"),
-    (6, dict(marker=marker("running"), installer_alive=True, elapsed_s=900.0), bp.PUSH, "timed out"),
-    (7, dict(marker=marker("running"), installer_alive=True, elapsed_s=899.0), bp.WAIT, "running"),
-    (7, dict(marker=marker("running"), installer_alive=True, k3s_running=False), bp.WAIT, "running"),
-    (8, dict(marker=marker("exploded")), bp.PUSH, "unknown state"),
-    (9, dict(boot_delivered=False, runner=bp.RUNNER_RUNNING), bp.PUSH, "no boot route"),
-    (9, dict(boot_delivered=False, runner=bp.RUNNER_ABSENT, k3s_running=False), bp.PUSH, "no boot route"),
-    (10, dict(runner=bp.RUNNER_DONE), bp.PUSH, "finished (done)"),
-    (10, dict(runner=bp.RUNNER_ERROR), bp.PUSH, "finished (error)"),
-    (11, dict(runner=bp.RUNNER_ABSENT), bp.PUSH, "no boot runner"),
-    (12, dict(runner=bp.RUNNER_RUNNING, elapsed_s=901.0), bp.PUSH, "did not start within 900 s"),
-    (12, dict(runner=bp.RUNNER_UNKNOWN, elapsed_s=1000.0), bp.PUSH, "timed out"),
-    (13, dict(runner=bp.RUNNER_RUNNING), bp.WAIT, "waiting for the boot runner (running)"),
-    (13, dict(runner=bp.RUNNER_UNKNOWN), bp.WAIT, "unknown"),
+    (3, dict(marker=marker("done", gpu=True), gpu_present=True), bp.PUSH, "no NVIDIA Container Toolkit"),
+    (3, dict(marker=marker("done", gpu=True, nvidia_runtime="none"), gpu_present=True, k3s_running=False),
+     bp.PUSH, "no nvidia-container-runtime"),
+    (4, dict(marker=marker("done"), k3s_running=False), bp.PUSH, "k3s is not running"),
+    (5, dict(marker=marker("failed", error="downloading k3s (exit 22)")), bp.PUSH, "downloading k3s (exit 22)"),
+    (5, dict(marker=marker("failed"), installer_alive=True), bp.PUSH, "no error recorded"),
+    (6, dict(marker=marker("running"), installer_alive=False), bp.PUSH, "no installer is alive"),
+    (7, dict(marker=marker("running"), installer_alive=True, elapsed_s=900.0), bp.PUSH, "timed out"),
+    (8, dict(marker=marker("running"), installer_alive=True, elapsed_s=899.0), bp.WAIT, "running"),
+    (8, dict(marker=marker("running"), installer_alive=True, k3s_running=False), bp.WAIT, "running"),
+    (9, dict(marker=marker("exploded")), bp.PUSH, "unknown state"),
+    (10, dict(boot_delivered=False, runner=bp.RUNNER_RUNNING), bp.PUSH, "no boot route"),
+    (10, dict(boot_delivered=False, runner=bp.RUNNER_ABSENT, k3s_running=False), bp.PUSH, "no boot route"),
+    (11, dict(runner=bp.RUNNER_DONE), bp.PUSH, "finished (done)"),
+    (11, dict(runner=bp.RUNNER_ERROR), bp.PUSH, "finished (error)"),
+    (12, dict(runner=bp.RUNNER_ABSENT), bp.PUSH, "no boot runner"),
+    (13, dict(runner=bp.RUNNER_RUNNING, elapsed_s=901.0), bp.PUSH, "did not start within 900 s"),
+    (13, dict(runner=bp.RUNNER_UNKNOWN, elapsed_s=1000.0), bp.PUSH, "timed out"),
+    (14, dict(runner=bp.RUNNER_RUNNING), bp.WAIT, "waiting for the boot runner (running)"),
+    (14, dict(runner=bp.RUNNER_UNKNOWN), bp.WAIT, "unknown"),
 ]
 
 
@@ -53,7 +58,7 @@ def test_decision_table_row(row, changes, decision, words):
 
 
 def test_every_row_is_covered():
-    assert sorted({r[0] for r in ROWS}) == list(range(1, 14))
+    assert sorted({r[0] for r in ROWS}) == list(range(1, 15))
 
 
 def inputs_with(**changes):
@@ -72,7 +77,7 @@ def test_decide_is_pure():
 
 def test_no_timeout_never_times_out():
     got, _reason, row = bp.decide(**inputs_with(runner=bp.RUNNER_RUNNING, elapsed_s=1e9, timeout_s=None))
-    assert (got, row) == (bp.WAIT, 13)
+    assert (got, row) == (bp.WAIT, 14)
 
 
 def test_parse_marker():

@@ -46,7 +46,7 @@ def write_marker(folder, **fields):
 
 def test_no_marker_no_boot_route_pushes(tmp_path, state):
     result = run_probe(tmp_path)
-    assert (result["decision"], result["row"]) == ("push", 9), result
+    assert (result["decision"], result["row"]) == ("push", 10), result
     assert result["facts"]["boot_runner"]["kind"] in ("none", "cloud-init")
     assert result["changed"] is False
 
@@ -56,10 +56,10 @@ def test_boot_runner_running_then_finished(tmp_path, state):
     result = run_probe(tmp_path, boot_delivered=True)
     if result["facts"]["boot_runner"]["kind"] == "cloud-init":
         pytest.skip("this machine has cloud-init; the container-start runner is not what the probe reads")
-    assert (result["decision"], result["row"]) == ("wait", 13), result
+    assert (result["decision"], result["row"]) == ("wait", 14), result
     (state / "boot.status").write_text("1\n")
     result = run_probe(tmp_path, boot_delivered=True)
-    assert (result["decision"], result["row"]) == ("push", 10), result
+    assert (result["decision"], result["row"]) == ("push", 11), result
     runner = result["facts"]["boot_runner"]
     assert (runner["kind"], runner["state"], runner["detail"]) == ("gpuprov", "error", "boot script exit status 1")
 
@@ -69,14 +69,14 @@ def test_running_install_holding_the_lock_is_waited_for_then_timed_out(tmp_path,
     with open(state / "k3s-install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = run_probe(tmp_path, boot_delivered=True, wait=2, poll_interval=1)
-        assert (result["decision"], result["row"]) == ("wait", 7), result
+        assert (result["decision"], result["row"]) == ("wait", 8), result
         assert result["facts"]["installer_alive"] is True and result["waited_s"] >= 1
         result = run_probe(tmp_path, boot_delivered=True, boot_timeout=0)
-        assert (result["decision"], result["row"]) == ("push", 6), result
+        assert (result["decision"], result["row"]) == ("push", 7), result
     # the lock is free again: a "running" marker with no installer is a dead install
     write_marker(state, state="running", route="boot", pid=999999999, started_at=int(time.time()))
     result = run_probe(tmp_path, boot_delivered=True)
-    assert (result["decision"], result["row"]) == ("push", 5), result
+    assert (result["decision"], result["row"]) == ("push", 6), result
 
 
 def test_gpu_seen_by_nvidia_smi_and_missed_by_the_install(tmp_path, state):
@@ -112,4 +112,29 @@ def test_installed_when_marker_done_and_k3s_process_in_pid_file(tmp_path, state)
     result = run_probe(tmp_path)
     if result["facts"]["k3s"]["manager"] == "process":
         pytest.skip("another 'k3s server' process is visible on this machine (a container's)")
+    assert (result["decision"], result["row"]) == ("push", 4), result
+
+
+def test_gpu_without_the_container_toolkit_is_pushed_until_the_runtime_is_there(tmp_path, state):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(NVIDIA_SMI)
+    smi.chmod(0o755)
+    (tmp_path / "k3s").write_text("")
+    write_marker(state, state="done", route="boot", gpu="true", nvidia_runtime="none")
+    result = run_probe(tmp_path, path_dirs=[bin_dir], boot_delivered=True, gpu_expected=True)
+    gpu = result["facts"]["gpu"]
+    if gpu["toolkit"]:
+        pytest.skip("this machine has the NVIDIA Container Toolkit (%s)" % gpu["toolkit_runtime"])
+    assert gpu["present"] is True and gpu["toolkit_runtime"] is None
     assert (result["decision"], result["row"]) == ("push", 3), result
+    assert "no NVIDIA Container Toolkit" in result["reason"]
+    # a stand-in toolkit runtime on PATH: the toolkit row no longer matches (k3s is not running here)
+    runtime = bin_dir / "nvidia-container-runtime"
+    runtime.write_text("#!/bin/sh\n# stand-in nvidia-container-runtime for this test\nexit 0\n")
+    runtime.chmod(0o755)
+    result = run_probe(tmp_path, path_dirs=[bin_dir], boot_delivered=True, gpu_expected=True)
+    assert result["facts"]["gpu"]["toolkit"] is True
+    assert result["facts"]["gpu"]["toolkit_runtime"] == str(runtime)
+    assert result["row"] != 3, result

@@ -16,6 +16,7 @@ The installer (``roles/k3s/files/k3s-install.sh``) writes its status marker,
     pid=<installer pid>
     started_at=<epoch s>       updated_at=<epoch s>
     gpu=true|false             (whether this install configured the NVIDIA runtime)
+    nvidia_runtime=present|installed|none   (the NVIDIA Container Toolkit's runtime; installed: by this run)
     sans=<comma-separated SAN list rendered into config.yaml>
     manager=systemd|pidfile    (how k3s is kept running)
     changed=true|false         error=<one line, when failed>
@@ -103,7 +104,8 @@ def parse_nvidia_smi(text):
     return names
 
 
-def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_present, elapsed_s, timeout_s):
+def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_present, toolkit_present,
+           elapsed_s, timeout_s):
     """The decision table. Returns ``(decision, reason, row)``; the first matching row wins.
 
     marker          parsed marker dict, or None when the installer never ran here
@@ -112,6 +114,8 @@ def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_pre
     boot_delivered  whether the installer was handed to the cloud as the boot script
     k3s_running     whether the k3s unit/process runs
     gpu_present     whether the VM has an NVIDIA GPU (nvidia-smi -L or /dev/nvidia*)
+    toolkit_present whether the NVIDIA Container Toolkit's runtime (nvidia-container-runtime) is on the VM:
+                    without it k3s has no ``nvidia`` runtime and nvidia.com/gpu never becomes allocatable
     elapsed_s       how long the boot install has been going, or waited for (seconds)
     timeout_s       how long the boot route may take before SSH takes over
 
@@ -120,47 +124,55 @@ def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_pre
     ==== ========= ================================================ ==========
     1    done      k3s running, GPU (if any) configured             installed
     2    done      GPU present but the install did not configure it push
-    3    done      k3s not running                                  push
-    4    failed    -                                                push
-    5    running   no installer alive (died, VM rebooted)           push
-    6    running   elapsed >= timeout                               push
-    7    running   otherwise                                        wait
-    8    other     unknown state in the marker                      push
-    9    none      no boot script was delivered                     push
-    10   none      boot runner finished (done/error) without it     push
-    11   none      no boot runner at all                            push
-    12   none      elapsed >= timeout                               push
-    13   none      runner running or unknown                        wait
+    3    done      GPU present, no NVIDIA Container Toolkit         push
+    4    done      k3s not running                                  push
+    5    failed    -                                                push
+    6    running   no installer alive (died, VM rebooted)           push
+    7    running   elapsed >= timeout                               push
+    8    running   otherwise                                        wait
+    9    other     unknown state in the marker                      push
+    10   none      no boot script was delivered                     push
+    11   none      boot runner finished (done/error) without it     push
+    12   none      no boot runner at all                            push
+    13   none      elapsed >= timeout                               push
+    14   none      runner running or unknown                        wait
     ==== ========= ================================================ ==========
+
+    Row 3 sends a finished install whose VM lacks the toolkit (an installer that predates the toolkit
+    step, or a toolkit removed since) to the SSH route, whose installer installs the toolkit (NVIDIA's
+    apt repository, or the air-gap bundle's packages) and restarts k3s so it detects the runtime.
     """
     state = (marker or {}).get("state") if marker else None
     timed_out = timeout_s is not None and elapsed_s is not None and elapsed_s >= timeout_s
     if state == "done":
         if gpu_present and not marker.get("gpu"):
             return PUSH, "the install did not configure the GPU this VM has (GPU missed)", 2
+        if gpu_present and not toolkit_present:
+            return PUSH, ("the VM has a GPU but no NVIDIA Container Toolkit (no nvidia-container-runtime): "
+                          "the install must add it"), 3
         if not k3s_running:
-            return PUSH, "the install finished but k3s is not running", 3
+            return PUSH, "the install finished but k3s is not running", 4
         return INSTALLED, "k3s installed (%s route) and running" % (marker.get("route") or "unknown"), 1
     if state == "failed":
         route = marker.get("route") or "boot"
-        return PUSH, "the %s install failed: %s" % (route, marker.get("error") or "no error recorded"), 4
+        return PUSH, "the %s install failed: %s" % (route, marker.get("error") or "no error recorded"), 5
     if state == "running":
         if not installer_alive:
-            return PUSH, "the marker says running but no installer is alive (it died)", 5
+            return PUSH, "the marker says running but no installer is alive (it died)", 6
         if timed_out:
-            return PUSH, "the boot install has run %.0f s (limit %.0f s): timed out" % (elapsed_s, timeout_s), 6
-        return WAIT, "the boot install is running (%.0f s so far)" % (elapsed_s or 0), 7
+            return PUSH, "the boot install has run %.0f s (limit %.0f s): timed out" % (elapsed_s, timeout_s), 7
+        return WAIT, "the boot install is running (%.0f s so far)" % (elapsed_s or 0), 8
     if marker:
-        return PUSH, "the marker has an unknown state %r" % (state,), 8
+        return PUSH, "the marker has an unknown state %r" % (state,), 9
     if not boot_delivered:
-        return PUSH, "no boot route: the installer was not delivered at boot", 9
+        return PUSH, "no boot route: the installer was not delivered at boot", 10
     if runner in (RUNNER_DONE, RUNNER_ERROR):
-        return PUSH, "the boot runner finished (%s) without running the installer" % runner, 10
+        return PUSH, "the boot runner finished (%s) without running the installer" % runner, 11
     if runner == RUNNER_ABSENT:
-        return PUSH, "no boot runner on this VM (reused VM or no boot route)", 11
+        return PUSH, "no boot runner on this VM (reused VM or no boot route)", 12
     if timed_out:
-        return PUSH, "the boot install did not start within %.0f s: timed out" % timeout_s, 12
-    return WAIT, "waiting for the boot runner (%s) to start the installer" % runner, 13
+        return PUSH, "the boot install did not start within %.0f s: timed out" % timeout_s, 13
+    return WAIT, "waiting for the boot runner (%s) to start the installer" % runner, 14
 
 
 def elapsed(marker, runner_since_s, waited_s):

@@ -36,8 +36,15 @@ class ActionModule(ActionBase):
                                     "pip install -r requirements.txt from the collection" % exc)
         # Read-only in every mode: check mode runs the same checks.
         result["changed"] = False
+        # AWX's Machine credential reaches the task as ansible_ssh_private_key_file: the key to log in with
+        # when neither the ssh_key option nor GPUPROV_SSH_KEY_FILE names one (as for gpuprov.cloud.vm).
+        credential_key = (task_vars or {}).get("ansible_ssh_private_key_file")
+        if credential_key:
+            credential_key = self._templar.template(credential_key)
         try:
-            result.update(HealthCheck(params, progress=lambda line: display.display("gpuprov health %s" % line)).run())
+            check = HealthCheck(params, progress=lambda line: display.display("gpuprov health %s" % line),
+                                credential_key=credential_key or None)
+            result.update(check.run())
         except JournalError as exc:
             result.update(failed=True, msg=str(exc))
             return result

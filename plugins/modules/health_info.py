@@ -28,8 +28,11 @@ description:
   - A VM a live run is working on is not judged (what the run has not committed yet is no disagreement).
   - What cannot be checked (a cloud that does not answer, missing credentials, no pinned host key, no
     kubeconfig) is listed in RV(unknown), never guessed.
-  - Read-only. Never changes the journal, the cloud, C(known_hosts), the ssh config or a kubeconfig, and never
-    reports a change. The task does not fail on a disagreement; RV(healthy) says whether there is one
+  - Read-only. Never changes the journal, the cloud or a kubeconfig, and never reports a change. C(known_hosts) and
+    the ssh config in the state directory are generated from the journal before the checks, as every
+    M(gpuprov.cloud.vm) run does, so a new controller (a new AWX job) checks every VM with the host key the journal
+    pinned for it; a VM the journal pins no host key for is reported in RV(unknown), never pinned.
+    The task does not fail on a disagreement; RV(healthy) says whether there is one
     (the C(gpuprov.cloud.health) playbook fails on it unless told not to).
   - Runs on the controller through its action plugin.
 author:
@@ -67,7 +70,11 @@ options:
     description: One cloud to look on, when O(clouds) is unset.
     type: str
   ssh_key:
-    description: The private key to log in with; defaults to the collection's own key in the state directory.
+    description:
+      - The private key to log in with. When unset, E(GPUPROV_SSH_KEY_FILE), else the task's
+        C(ansible_ssh_private_key_file) (an AWX Machine credential), else the collection's own key in the state
+        directory, as for M(gpuprov.cloud.vm).
+      - A VM the journal says was made for another key is not logged in to; RV(unknown) says which key it needs.
     type: path
   ssh_timeout:
     description:

@@ -27,7 +27,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local as local_mod
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health, projection, ssh
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
 
@@ -186,23 +186,79 @@ def test_ssh_refused_on_a_ready_vm(home):
     assert any("stopped (SIGSTOP)" in finding for finding in vm["cloud"]["findings"])
 
 
+def _journal_host_key(home, name, host_key):
+    """Set (or, with None, drop) the host key the journal pins for ``name``."""
+    journal = Journal(str(home / "journal.sqlite"))
+    try:
+        detail = dict(projection.vm(journal, name)["detail"])
+        if host_key is None:
+            detail.pop("host_key", None)
+        else:
+            detail["host_key"] = host_key
+        projection.upsert_vm(journal, name, detail=detail)
+    finally:
+        journal.close()
+
+
 def test_another_host_key_is_a_mismatch_and_a_missing_one_is_unknown_never_pinned(home):
     up = _up("key1")
     alias = up["vm"]["host_key_alias"]
     known = home / "known_hosts"
-    original = known.read_text()
     fake_key = base64.b64encode(b"\0\0\0\x0bssh-ed25519\0\0\0\x20" + b"k" * 32).decode()
-    known.write_text("".join(line if not line.startswith(alias) else "%s ssh-ed25519 %s\n" % (alias, fake_key)
-                             for line in original.splitlines(True)))
+    # The journal is what a VM is held to: known_hosts is written from it before the check.
+    _journal_host_key(home, "key1", {"type": "ssh-ed25519", "key": fake_key})
     vm = _vm(_check(), "key1")
     assert _kinds(vm) == [health.HOST_KEY_MISMATCH] and "pinned ssh-ed25519 SHA256:" in vm["ssh"]["detail"]
+    assert "%s ssh-ed25519 %s" % (alias, fake_key) in known.read_text()
 
-    known.write_text("".join(line for line in original.splitlines(True) if not line.startswith(alias)))
+    # Pinned neither in the journal nor in known_hosts: unknown, and still not pinned after the check.
+    _journal_host_key(home, "key1", None)
+    known.write_text("".join(line for line in known.read_text().splitlines(True) if not line.startswith(alias)))
     report = _check()
     vm = _vm(report, "key1")
     assert _kinds(vm) == [] and vm["verdict"] == "unknown" and vm["ssh"]["status"] == "unknown"
     assert report["unknown"] == ["key1: ssh: no host key pinned for %s in %s" % (alias, known)]
     assert alias not in known.read_text()    # health never pins
+
+
+def _fresh_home(monkeypatch, home, name):
+    """Another controller's state directory (a new AWX job) on the same journal."""
+    fresh = home / name
+    monkeypatch.setenv("GPUPROV_HOME", str(fresh))
+    monkeypatch.setenv("GPUPROV_JOURNAL", str(home / "journal.sqlite"))
+    return fresh
+
+
+def test_a_fresh_state_directory_checks_the_login_with_the_journals_host_key(home, monkeypatch):
+    key = home / "machine_key"
+    up = _up("fresh1")
+    shutil.copy(str(home / "id_ed25519"), str(key))
+    os.chmod(str(key), 0o600)
+    fresh = _fresh_home(monkeypatch, home, "job2")
+    # The key as each source gives it: the option, the environment, the task's Machine credential.
+    for params, env, credential in (({"ssh_key": str(key)}, None, None), ({}, str(key), None), ({}, None, str(key))):
+        if env:
+            monkeypatch.setenv("GPUPROV_SSH_KEY_FILE", env)
+        else:
+            monkeypatch.delenv("GPUPROV_SSH_KEY_FILE", raising=False)
+        report = HealthCheck(dict(CHECK, **params), credential_key=credential).run()
+        vm = _vm(report, "fresh1")
+        assert vm["verdict"] == "ok" and report["unknown"] == [], (params, env, credential, report["table"])
+        assert up["vm"]["host_key_fingerprint"] in vm["ssh"]["detail"]
+    assert ("%s ssh-ed25519" % up["vm"]["host_key_alias"]) in (fresh / "known_hosts").read_text()
+    assert "Host fresh1\n" in (fresh / "ssh_config").read_text()
+    assert oct((fresh / "known_hosts").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_fresh_state_directory_with_another_key_is_unknown_not_a_failed_login(home, monkeypatch):
+    _up("fresh2")
+    fresh = _fresh_home(monkeypatch, home, "job2")
+    ssh.ensure_controller_key(str(fresh / "id_ed25519"))
+    report = _check()   # this state directory's own key: not the one the VM was made for
+    vm = _vm(report, "fresh2")
+    assert _kinds(vm) == [] and vm["ssh"]["status"] == "unknown", report["table"]
+    assert "the VM was made for the SSH key SHA256:" in vm["ssh"]["detail"]
+    assert "GPUPROV_SSH_KEY_FILE" in vm["ssh"]["detail"]
 
 
 def test_a_changed_endpoint_is_called_out(home):

@@ -7,9 +7,10 @@ build it: this run's options under the journalled ones, with the journal's id), 
 SSH login with the pinned host key, and k3s ``/readyz`` through the access path the
 user has; then every disagreement between them, with what fixes it.
 
-Read-only: the journal, the cloud and the controller files (known_hosts, ssh config,
-kubeconfigs) are never changed. A host key that is not pinned is reported, never
-recorded."""
+Read-only: the journal, the cloud and the kubeconfigs are never changed. known_hosts and
+the ssh config are generated from the journal before the checks, as every run does (a new
+controller, a new AWX job, has none of its own); a host key the journal does not pin is
+reported, never recorded."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
@@ -54,7 +56,7 @@ class NotPinned(Exception):
 
 class PinnedKeysOnly(ssh.ControllerFiles):
     """The controller files as health uses them: a presented host key is checked against
-    the pinned one and never recorded."""
+    the pinned one (the journal's, written before the checks) and never recorded."""
 
     def pin(self, alias: str, key_type: str, key_b64: str) -> None:
         known = self.known_key(alias)
@@ -83,13 +85,17 @@ def _fix(verb: str, name: str) -> str:
 class HealthCheck:
     """One health run over the journal (every VM, or ``name``)."""
 
-    def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None):
+    def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None,
+                 credential_key: Optional[str] = None):
         self.params = params
         self.progress = progress
         self.state_dir = default_state_dir()
         self.journal_path = journal_location(params.get("journal"))
-        self.key_path = os.path.expanduser(params.get("ssh_key") or os.path.join(self.state_dir, "id_ed25519"))
+        # The key a provision of the same job would use: the ssh_key option, GPUPROV_SSH_KEY_FILE, the task's
+        # ansible_ssh_private_key_file (credential_key: AWX's Machine credential), else the state dir's own.
+        self.key_source, self.key_path = ssh.key_source(params.get("ssh_key"), credential_key, self.state_dir)
         self.files = PinnedKeysOnly(self.state_dir, self.key_path)
+        self.files_error: Optional[str] = None  # why known_hosts could not be generated from the journal
         self.ssh_timeout = float(params.get("ssh_timeout") or 10)
         self.k3s_timeout = float(params.get("k3s_timeout") or 10)
         self.k3s_api_port = int(params.get("k3s_api_port") or 6443)
@@ -123,8 +129,15 @@ class HealthCheck:
             wanted = self.params.get("name")
             if wanted:
                 names = [wanted]
-            return [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
-                            options=journal.options(name), holder=journal.live_holder(name)) for name in names]
+            records = [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
+                               options=journal.options(name), holder=journal.live_holder(name)) for name in names]
+            try:
+                # The pinned host keys the SSH check holds a VM to, and the ssh config its tunnel uses, are the
+                # journal's: this state directory may be new (an AWX job) or behind another controller's runs.
+                self.files.write_from_journal(lambda: projection.vms(journal))
+            except PrivateFileError as exc:
+                self.files_error = str(exc)
+            return records
         finally:
             journal.close()
 
@@ -312,9 +325,12 @@ class HealthCheck:
 
     # -- SSH --------------------------------------------------------------------------
     def _checker(self):
+        if self.files_error:
+            raise RuntimeError("cannot write known_hosts from the journal: %s" % self.files_error)
         if self._ssh_check is None:
             if not os.path.exists(self.key_path):
-                raise RuntimeError("the controller key %s does not exist" % self.key_path)
+                raise RuntimeError("the SSH key %s (%s) does not exist" % (
+                    self.key_path, self.key_source or "the state directory's own key"))
             self._ssh_check = ssh.SshChecker(self.files, timeout=self.ssh_timeout)
         return self._ssh_check
 
@@ -325,6 +341,10 @@ class HealthCheck:
         if tracked_seen and (current is None or not current.live):
             return {"status": SKIPPED, "detail": "the instance is not running"}
         endpoint = SshEndpoint.from_dict(tracked["ssh"])
+        other_key = self._other_key(tracked)
+        if other_key:
+            unknown.append("ssh: %s" % other_key)
+            return {"status": UNKNOWN, "detail": other_key}
         started = time.monotonic()
         try:
             fingerprint = self._checker()(endpoint, tracked["host_key_alias"])
@@ -337,6 +357,22 @@ class HealthCheck:
             return {"status": UNKNOWN, "detail": str(exc)}
         return {"status": OK, "detail": "login as %s in %.1f s, host key %s"
                 % (endpoint.user, time.monotonic() - started, fingerprint)}
+
+    def _other_key(self, tracked: Dict[str, Any]) -> str:
+        """Why this run cannot check the login: the VM was made for another SSH key (a failed login
+        would say nothing about the VM). Empty when it can, or when the key cannot be read."""
+        made_for = tracked.get("ssh_key_fingerprint")
+        if not made_for or not os.path.exists(self.key_path):
+            return ""
+        try:
+            holding = ssh.public_key_fingerprint(ssh.public_key_of(self.key_path))
+        except (OSError, ValueError) as exc:
+            return "cannot read the SSH key %s: %s" % (self.key_path, exc)
+        if holding == made_for:
+            return ""
+        return ("the VM was made for the SSH key %s, and this run holds %s (%s, from %s); give it that key: "
+                "ssh_key, GPUPROV_SSH_KEY_FILE or the job's Machine credential (ansible_ssh_private_key_file)"
+                % (made_for, holding, self.key_path, self.key_source or "the state directory's own key"))
 
     # -- k3s --------------------------------------------------------------------------
     def _kubeconfig_path(self, name: str, k3s: Dict[str, Any]) -> Optional[str]:

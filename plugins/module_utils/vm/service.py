@@ -118,18 +118,8 @@ class VmService:
         self.owner = new_owner()
 
     # -- setup -----------------------------------------------------------------------
-    def _key_source(self):
-        """(where the key was named, its path): the ssh_key option, else $GPUPROV_SSH_KEY_FILE, else the
-        task's ansible_ssh_private_key_file (AWX's Machine credential), else (None, the state dir's key)."""
-        for source, value in (("ssh_key", self.params.get("ssh_key")),
-                              ("GPUPROV_SSH_KEY_FILE", os.environ.get("GPUPROV_SSH_KEY_FILE")),
-                              ("ansible_ssh_private_key_file", self.credential_key)):
-            if value:
-                return source, os.path.expanduser(value)
-        return None, os.path.join(self.state_dir, "id_ed25519")
-
     def _open(self):
-        source, key_path = self._key_source()
+        source, key_path = ssh.key_source(self.params.get("ssh_key"), self.credential_key, self.state_dir)
         if source:
             if not os.path.exists(key_path):
                 raise InvalidParameters("%s: %s does not exist; name an existing private key or leave ssh_key, "

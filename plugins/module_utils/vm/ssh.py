@@ -26,7 +26,7 @@ import os
 import re
 import socket
 import tempfile
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 try:
     import paramiko
@@ -74,6 +74,20 @@ def ensure_controller_key(path: str) -> str:
             write_private(path + ".pub", public + b" gpuprov-controller\n")
             os.chmod(path + ".pub", 0o644)
     return public_key_of(path)
+
+
+# Where a run's SSH private key comes from, first set wins; the last is the state directory's own key.
+KEY_SOURCES = ("ssh_key", "GPUPROV_SSH_KEY_FILE", "ansible_ssh_private_key_file")
+
+
+def key_source(ssh_key: Optional[str], credential_key: Optional[str], state_dir: str) -> Tuple[Optional[str], str]:
+    """(where the key was named, its path): the ``ssh_key`` option, else $GPUPROV_SSH_KEY_FILE, else
+    the task's ``ansible_ssh_private_key_file`` (AWX's Machine credential), else (None, the state
+    directory's ``id_ed25519``). The one order of every run: vm, health and the journal inventory."""
+    for source, value in zip(KEY_SOURCES, (ssh_key, os.environ.get("GPUPROV_SSH_KEY_FILE"), credential_key)):
+        if value:
+            return source, os.path.abspath(os.path.expanduser(value))
+    return None, os.path.join(state_dir, "id_ed25519")
 
 
 def public_key_of(path: str) -> str:

@@ -42,7 +42,7 @@ class ActionModule(ActionBase):
         service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line),
                             credential_key=credential_key or None)
         try:
-            result.update(service.run(check_mode=self._task.check_mode))
+            result.update(service.run(check_mode=self._task.check_mode, diff=self._task.diff))
         except Exception as exc:  # pylint: disable=broad-except
             # Every committed state is resumable: say so instead of printing a traceback.
             display.vvv("gpuprov.cloud.vm: %s" % traceback.format_exc())

@@ -49,7 +49,16 @@ attributes:
     support: none
   check_mode:
     support: full
-    details: Reads the journal and observes the journalled VM (read-only) to predict whether anything would be created or deleted.
+    details:
+      - Reads the journal, observes the journalled VM and plans the search, all read-only, and says what it would
+        do; RV(plan) lists the offers it would try, in order. A VM that is up and matches the request is returned
+        as a real run returns it (RV(vm), RV(connection)), so the rest of a play can use it.
+      - It uses the collection's SSH key (generated on first use) and opens the journal (created when missing).
+  diff_mode:
+    support: full
+    details:
+      - The VM record before and after (cloud, region, zone, instance type, GPU, GPU count, instance id, status
+        and SSH endpoint); in check mode, the record the first offer would make.
   connection:
     support: none
   delegation:
@@ -155,7 +164,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: The terminal state this run reached (C(Ready), C(Aborted), C(Exhausted), C(Leaked), C(Done)...).
+  description:
+    - The terminal state this run reached (C(Ready), C(Aborted), C(Exhausted), C(Leaked), C(Done)...).
+    - In check mode, the state the journal holds for the VM (C(absent) when it has none).
   returned: always
   type: str
   sample: Ready
@@ -218,6 +229,22 @@ search:
       description: "Each offer or cloud skipped before it, as C(<offer> (<outcome>): <why>)."
       type: list
       elements: str
+plan:
+  description:
+    - In check mode, the offers the search would try, in order (empty when the VM is kept).
+  returned: check mode and O(state=present)
+  type: list
+  elements: dict
+  contains:
+    rank: {description: "The offer's place in the search, from 1.", type: int, sample: 1}
+    offer_id: {description: The offer's id., type: str, sample: "aws:us-east-1:p5.48xlarge"}
+    cloud: {description: Cloud., type: str, sample: aws}
+    region: {description: Region., type: str, sample: us-east-1}
+    zone: {description: "Zone, where the cloud has them.", type: str}
+    instance_type: {description: Instance type., type: str, sample: p5.48xlarge}
+    gpu: {description: GPU model., type: str, sample: H100}
+    gpu_count: {description: GPU count., type: int, sample: 8}
+    price_per_hour: {description: "Hourly price in US dollars, where known.", type: float}
 history:
   description: The attempts of the search, each offer with its outcome and classified error.
   returned: O(state=present)

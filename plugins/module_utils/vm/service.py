@@ -26,7 +26,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff, launch, projection, ssh, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
@@ -174,7 +174,16 @@ class VmService:
                         on_event=on_event)
 
     # -- entry point -----------------------------------------------------------------
-    def run(self, check_mode: bool = False) -> Dict[str, Any]:
+    def run(self, check_mode: bool = False, diff: bool = False) -> Dict[str, Any]:
+        """The task's result; with ``diff``, also Ansible's ``diff`` (the VM record before and after)."""
+        result = self._run(check_mode)
+        before = result.pop("before_vm", None)
+        after = result.pop("after_vm", before)  # a failed run changed nothing it can show
+        if diff and before is not None:
+            result["diff"] = vm_diff.result_diff(before, after)
+        return result
+
+    def _run(self, check_mode: bool) -> Dict[str, Any]:
         try:
             settings, files = self._open()
         except (InvalidParameters, PrivateFileError) as exc:
@@ -221,9 +230,9 @@ class VmService:
         refused = self._other_key(row, files)
         if refused:
             return {"failed": True, "changed": False, "state": row.label, "journal": self.journal.path, "msg": refused}
+        before = _before_vm(row)
         if check_mode:
-            would = not (row and row.state.get("kind") == "Ready" and self._still_up(ctx, row.state["vm"]))
-            return {"changed": would, "msg": "would %s %s" % ("provision" if would else "keep", name)}
+            return dict(self._check_present(ctx, files, row), before_vm=before)
         ctx.ssh_check = ssh.SshChecker(files)
         outcome = self._run_machine(launch.LaunchMachine(ctx), name, launch.initial)
         events = self.journal.events(name)
@@ -239,7 +248,8 @@ class VmService:
         }
         if state["kind"] == "Ready":
             vm = state["vm"]
-            result.update(vm=_vm_result(vm, "running", bool(state.get("reused"))),
+            result.update(before_vm=before, after_vm=vm_diff.of_journalled_vm(vm, "running"),
+                          vm=_vm_result(vm, "running", bool(state.get("reused"))),
                           k8s=k8s_result(ctx, vm, self._k8s), connection=ssh.connection_vars(vm, files),
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
@@ -252,6 +262,60 @@ class VmService:
         if state.get("targets"):
             result["leaked"] = state["targets"]
         return result
+
+    def _check_present(self, ctx: VmContext, files: ssh.ControllerFiles, row) -> Dict[str, Any]:
+        """What O(state=present) would do, read-only: keep the journalled VM when it is up and matches
+        the request, else search: the offers it would try, in order, and those it would skip."""
+        name = ctx.settings.vm_name
+        base = {"state": row.label if row else "absent", "journal": self.journal.path, "history": [], "events": []}
+        vm = row.state.get("vm") if row and row.kind == launch.LaunchMachine.KIND else None
+        up = bool(vm and row.state.get("kind") == "Ready" and self._still_up(ctx, vm))
+        differs = launch.request_mismatch(vm, ctx.settings) if up else []
+        if up and not differs:
+            return dict(base, changed=False, search=None, plan=[], after_vm=vm_diff.of_journalled_vm(vm, "running"),
+                        vm=_vm_result(vm, "running", True), k8s=k8s_result(ctx, vm, self._k8s),
+                        connection=ssh.connection_vars(vm, files), ssh_config=files.ssh_config,
+                        msg="would keep %s: up at %s:%d (%s)" % (
+                            name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
+        if differs and not ctx.settings.recreate:
+            return dict(base, changed=False, failed=True, search=None, plan=[],
+                        msg="%s exists but does not match the request: %s; set recreate: true to replace it, or "
+                            "ask for what it has" % (name, "; ".join(differs)))
+        plan, skipped = self._preview_search(ctx)
+        first = plan[0] if plan else None
+        summary = {"offer": 1, "of": len(plan), "offer_id": first["offer_id"],
+                   "price_per_hour": first["price_per_hour"], "skipped": skipped} if first else None
+        replacing = "replace %s (%s), then " % (name, "; ".join(differs)) if differs else ""
+        if not plan:
+            return dict(base, changed=False, failed=True, search=None, plan=[],
+                        msg="%s: no offer to try: %s" % (name, "; ".join(skipped) or "no offers"))
+        tries = ", ".join("%d. %s%s" % (offer["rank"], offer["offer_id"], _price(offer["price_per_hour"]))
+                          for offer in plan)
+        return dict(base, changed=True, search=summary, plan=plan,
+                    after_vm=vm_diff.of_offer(first, "running (would be created)"),
+                    msg="would %sprovision %s, trying %d offer(s) in order: %s%s" % (
+                        replacing, name, len(plan), tries,
+                        "; skipping %s" % "; ".join(skipped) if skipped else ""))
+
+    def _preview_search(self, ctx: VmContext):
+        """The search Planning would make (offer rows, in the order tried) and what it would skip, read-only."""
+        planned, skipped = [], []
+        for cloud in ctx.settings.clouds:
+            try:
+                planned.extend(ctx.provider(cloud).plan(ctx.settings.request))
+            except ProviderError as exc:
+                skipped.append("%s (skipped): %s" % (cloud, exc.msg))
+        chosen, passed_over = request_params.choose_offers(
+            planned, ctx.settings.prefer, ctx.settings.max_price_per_hour)
+        skipped.extend("%s (unavailable): %s" % (offer.offer_id, why) for offer, why in passed_over)
+        plan = [{"rank": rank, "offer_id": offer.offer_id, "cloud": offer.cloud, "region": offer.region,
+                 "zone": offer.zone, "instance_type": offer.instance_type, "gpu": offer.gpu,
+                 "gpu_count": offer.gpu_count, "price_per_hour": offer.price_per_hour}
+                for rank, offer in enumerate(chosen, 1)]
+        for offer in plan:
+            self.progress("[%s check mode] would try offer %d of %d: %s%s" % (
+                ctx.settings.vm_name, offer["rank"], len(plan), offer["offer_id"], _price(offer["price_per_hour"])))
+        return plan, skipped
 
     def _other_key(self, row, files: ssh.ControllerFiles) -> str:
         """Why this run may not touch the journalled VM: it was made for another SSH key, so this
@@ -316,14 +380,17 @@ class VmService:
         if check_mode:
             row = self.journal.load(name)
             targets = launch.owned_targets(row.state, row.kind) if row else []
+            before = _before_vm(row)
+            base = {"state": row.label if row else "absent", "journal": self.journal.path,
+                    "before_vm": before, "after_vm": {} if targets else before}
             if not targets:
-                return {"changed": False, "state": row.label if row else "absent", "journal": self.journal.path,
-                        "msg": "%s has nothing to tear down" % name}
-            return {"changed": True, "msg": "would tear down %s" % teardown._describe(targets)}
+                return dict(base, changed=False, msg="%s has nothing to tear down" % name)
+            return dict(base, changed=True, msg="would tear down %s" % teardown._describe(targets))
         stopped = self._stop_live_run(name)
         # Decide under the lease: a provision starting now waits for us (or fails clearly).
         self.journal.acquire(name, self.owner, LEASE_TTL_S)
         row = self.journal.load(name)
+        before = _before_vm(row)
         targets = launch.owned_targets(row.state, row.kind) if row else []
         done = row is not None and row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done"
         resolved = row is None or done or (row.terminal and not targets)
@@ -333,7 +400,8 @@ class VmService:
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             result = {"changed": bool(stopped), "state": row.label if row else "absent",
-                      "journal": self.journal.path, "msg": "%s%s has nothing to tear down" % (stopped, name)}
+                      "journal": self.journal.path, "msg": "%s%s has nothing to tear down" % (stopped, name),
+                      "before_vm": before, "after_vm": {}}
             return self._forget_controller_files(name, files, result)
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
@@ -341,7 +409,8 @@ class VmService:
         self.journal.clear_cancel(name)
         state = outcome.state
         result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
-                  "targets": state["targets"]}
+                  "targets": state["targets"], "before_vm": before,
+                  "after_vm": dict(before, status="leaked") if before and state["kind"] != "Done" else {}}
         if state["kind"] == "Done":
             projection.delete_vm(self.journal, name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
@@ -361,6 +430,19 @@ def _journalled_vm(row) -> Optional[Dict[str, Any]]:
     if state.get("kind") == "Reconciling" and (state.get("previous_kind") in (None, launch.LaunchMachine.KIND)):
         state = state.get("previous") or {}
     return state.get("vm")
+
+
+def _before_vm(row) -> Dict[str, Any]:
+    """The diff's before side: the journalled VM with the journal's view of its status ({} for none)."""
+    vm = _journalled_vm(row)
+    if not vm:
+        return {}
+    kind = row.state.get("kind")
+    return vm_diff.of_journalled_vm(vm, {"Ready": "running", "Leaked": "leaked"}.get(kind, (kind or "").lower()))
+
+
+def _price(price: Optional[float]) -> str:
+    return "" if price is None else " ($%s/h)" % ("%.4f" % price).rstrip("0").rstrip(".")
 
 
 def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

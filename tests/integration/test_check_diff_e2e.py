@@ -1,0 +1,52 @@
+"""Check and diff mode with the real ansible-playbook on the local cloud (real sshd):
+``--check --diff`` is a dry run end to end that names the offers it would try, in order,
+and ``--diff`` shows the VM record before and after."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+
+
+def _row(ansible, name):
+    if not ansible.journal_path.exists():
+        return None
+    journal = Journal(str(ansible.journal_path))
+    try:
+        return journal.load(name)
+    finally:
+        journal.close()
+
+
+def test_check_diff_provision_is_a_dry_run_that_names_the_offers_then_diff_shows_the_vm(ansible):
+    dry = ansible.playbook("provision", "--check", "--diff", "-e", "vm=chk1")
+    assert dry.rc == 0, dry
+    assert "object of type 'dict' has no attribute 'connection'" not in dry.out
+    assert "would provision chk1, trying 1 offer(s) in order: 1. local:local:sshd" in dry.out, dry
+    assert "gpuprov [chk1 check mode] would try offer 1 of 1: local:local:sshd" in dry.out, dry
+    # The diff: nothing before, the VM the first offer would make after.
+    assert "+    \"cloud\": \"local\"" in dry.out and "running (would be created)" in dry.out, dry
+    assert dry.recap()["chk1"]["failed"] == 0, dry
+    assert ansible.live_sshd() == [] and not (ansible.home / "local" / "chk1").exists()
+    assert _row(ansible, "chk1") is None
+
+    up = ansible.playbook("provision", "--diff", "-e", "vm=chk1")
+    assert up.rc == 0, up
+    row = _row(ansible, "chk1")
+    instance = row.state["vm"]["instance_id"]
+    assert "+    \"instance_id\": \"%s\"" % instance in up.out, up
+    assert "+    \"endpoint\": \"" in up.out and "+    \"status\": \"running\"" in up.out, up
+
+    # A VM that is up: check mode keeps it and runs the rest of the play against it.
+    again = ansible.playbook("provision", "--check", "--diff", "-e", "vm=chk1")
+    assert again.rc == 0, again
+    assert "would keep chk1: up at 127.0.0.1" in again.out and "smoke command: Linux" in again.out, again
+    assert again.recap()["chk1"]["changed"] == 0, again
+
+    gone = ansible.playbook("down", "--check", "--diff", "-e", "vm=chk1")
+    assert gone.rc == 0, gone
+    assert "-    \"instance_id\": \"%s\"" % instance in gone.out, gone
+    assert [p.rsplit("/", 1)[1] for p in ansible.live_sshd()] == [instance]
+
+    down = ansible.playbook("down", "-e", "vm=chk1")
+    assert down.rc == 0, down
+    assert ansible.live_sshd() == []

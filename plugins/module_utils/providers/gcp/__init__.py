@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
@@ -438,6 +438,16 @@ class GcpProvider(TypedOptionsProvider):
     def _labels(self, vm_name: str) -> Dict[str, str]:
         """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
         return catalog.checked_labels(self.identity_tags(vm_name))
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: the aggregated list covers every zone (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Labelled instances, and the gpuprov firewall rules at ANY_REGION or global (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.owned import list_owned
+        return list_owned(self, location)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus Compute Engine's status message, last start/stop times and scheduling (Spot, preemptible)."""

@@ -20,6 +20,10 @@ What each check pins down:
   adapter of another journal observes it with the first's id (the core refuses the
   name on that), and its cleanup, alone or after its own prepare, leaves every
   resource of the first in place (harnesses build their adapter with a journal id);
+* list_owned (the orphan sweep's listing): sweep_locations covers where create puts an
+  instance; list_owned there finds it with its VM name and journal id, and another
+  journal's with that journal's id, lists prepare's side resources, changes nothing,
+  never sleeps, and reports nothing of a VM after delete + cleanup;
 * crash points: a crash before each direct call of create and of delete, and after
   each returned, leaves a world a fresh adapter tells the truth about, from which the
   core's recovery reaches exactly one usable instance (create) or none (delete) and
@@ -45,7 +49,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, Observed, Offer, ProviderError, Status,
+    ANY_REGION, ErrorKind, Observed, Offer, Owned, ProviderError, ResourceKind, Status,
 )
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import adapter_class
 
@@ -662,3 +666,70 @@ def test_crash_inside_delete(harness):
         _crash_matrix(harness, "delete", point_run, recover)
     finally:
         _teardown(harness, _offer(harness).location, harness.spec.vm_name, provider=harness.new_provider())
+
+
+# -- list_owned (the orphan sweep's listing) -----------------------------------------------
+
+def _list_owned(harness, provider, offer):
+    """``sweep_locations`` and ``list_owned`` at the offer's location as the sweep calls them,
+    without sleeping; skips while the adapter does not implement them yet."""
+    try:
+        with _no_sleep():
+            locations = provider.sweep_locations()
+            where = [loc for loc in locations if loc.cloud == provider.name
+                     and loc.region in (offer.region, ANY_REGION)]
+            assert where, ("sweep_locations %r does not cover the offer's region %s: the sweep would never "
+                           "look where create put the instance" % (locations, offer.region))
+            found = []
+            for location in where:
+                found.extend(provider.list_owned(location))
+    except NotImplementedError as exc:
+        pytest.skip("%s: list_owned is not implemented yet: %s" % (harness.cloud, exc))
+    for owned in found:
+        assert isinstance(owned, Owned) and owned.kind in ResourceKind.ALL, owned
+        assert owned.location.cloud == provider.name and owned.location.region != ANY_REGION, owned
+        assert Owned.from_dict(json.loads(json.dumps(owned.to_dict()))) == owned
+        assert owned.status is None or owned.status in Status.ALL, owned
+        assert owned.price_per_hour is None or owned.price_per_hour >= 0, owned
+    return found
+
+
+def test_list_owned_finds_instances_with_their_journal_read_only(harness):
+    """list_owned reports what create made with its VM name and journal id (and another
+    journal's instance with that journal's id), changes nothing, never sleeps, and after
+    delete + cleanup reports nothing of the VM any more."""
+    journal_id = _journal_id(harness)
+    offer = _offer(harness)
+    name = harness.spec.vm_name
+    other = _other_journal(harness)
+    theirs_spec = _other_spec(harness, "-f")
+    before = harness.resources()
+    try:
+        prepared_only = _list_owned(harness, harness.provider, offer)
+        harness.provider.prepare(offer, harness.spec)
+        if harness.resources() != before:
+            side = [o for o in _list_owned(harness, harness.provider, offer)
+                    if o.vm_name == name and o.kind != ResourceKind.INSTANCE]
+            assert side, ("prepare made %s, and list_owned reports no side resource of %s: the sweep would "
+                          "never find them" % (sorted(harness.resources() - before), name))
+        mine = _launch(harness, offer, harness.spec)
+        harness.settle(offer.location, mine)
+        theirs = _launch(harness, offer, theirs_spec, provider=other)
+        harness.settle(offer.location, theirs)
+        made = harness.resources()
+        found = _list_owned(harness, harness.new_provider(), offer)
+        assert harness.resources() == made, "list_owned changed the fake's resources"
+        instances = {o.resource_id: o for o in found if o.kind == ResourceKind.INSTANCE}
+        assert mine in instances, "list_owned misses the instance create made: %r" % (found,)
+        assert (instances[mine].vm_name, instances[mine].journal_id) == (name, journal_id), instances[mine]
+        assert instances[mine].location.region == offer.region, instances[mine]
+        assert theirs in instances, "list_owned misses another journal's instance: %r" % (found,)
+        assert (instances[theirs].vm_name, instances[theirs].journal_id) == (theirs_spec.vm_name, other.journal_id)
+        assert not any(o.resource_id == mine for o in prepared_only)
+
+        _delete_and_clean(harness, offer.location, name, [mine])
+        left = [o for o in _list_owned(harness, harness.provider, offer) if o.vm_name == name]
+        assert not left, "list_owned still reports %s after delete + cleanup: %r" % (name, left)
+    finally:
+        _teardown(harness, offer.location, name)
+        _teardown(harness, offer.location, theirs_spec.vm_name, provider=other)

@@ -48,8 +48,8 @@ import tarfile
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location,
-    Observed, Offer, ProviderError, ResourceRequest, SshEndpoint, Status,
+    ANY_REGION, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
+    Location, Observed, Offer, Owned, ProviderError, ResourceKind, ResourceRequest, SshEndpoint, Status,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.docker import (
@@ -576,6 +576,29 @@ class DockerProvider(TypedOptionsProvider):
     def cleanup(self, location: Location, vm_name: str) -> None:
         """No per-VM side resources: the images are shared by every VM and stay."""
         validate_vm_name(vm_name)
+
+    def sweep_locations(self) -> List[Location]:
+        return [self._location()]
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Every container labelled with a VM name (``docker ps -a`` by label, one call), as
+        observe reports it, price 0 (the docker cloud is free). The images are shared by
+        every VM and are no VM's resource. Read-only."""
+        if location.region not in (REGION, ANY_REGION):
+            return []
+        try:
+            rows = self._client("observe").api.containers(all=True, filters={"label": VM_NAME_TAG})
+        except Exception as exc:
+            raise self._classify(exc, "list_owned")
+        found = []
+        for row in rows:
+            labels = row.get("Labels") or {}
+            status, _reason = self._status(row)
+            names = [n.lstrip("/") for n in row.get("Names") or []]
+            found.append(Owned(ResourceKind.INSTANCE, row["Id"], self._location(), vm_name=labels.get(VM_NAME_TAG),
+                               journal_id=labels.get(JOURNAL_ID_TAG) or None, status=status, price_per_hour=0.0,
+                               name=names[0] if names else None))
+        return found
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus each container's engine state (exit code, OOMKilled, error, times), health and log tail."""

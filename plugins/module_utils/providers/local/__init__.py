@@ -34,8 +34,8 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, ProviderError,
-    ResourceRequest, SshEndpoint, Status,
+    ANY_REGION, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError,
+    ResourceKind, ResourceRequest, SshEndpoint, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.local import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
@@ -285,6 +285,22 @@ class LocalProvider(TypedOptionsProvider):
         self._write_pid(folder, pid)
         return instance_id
 
+    def _observed(self, folder: str, record: Dict[str, Any], scan: List[Tuple[int, str]]) -> Optional[Observed]:
+        """What observe says of one instance folder (None: deleted and no process left)."""
+        instance_id = os.path.basename(folder)
+        where = Location(self.name, REGION)
+        live = self._processes(folder, scan)
+        journal_id = record.get("journal_id") or None
+        if os.path.exists(os.path.join(folder, DELETED)):
+            return Observed(instance_id, Status.TERMINATING, location=where, journal_id=journal_id) if live else None
+        if live:
+            endpoint = SshEndpoint("127.0.0.1", int(record["port"]), record.get("user") or self.user)
+            return Observed(instance_id, Status.RUNNING, endpoint=endpoint, location=where, journal_id=journal_id)
+        if any(os.path.exists(os.path.join(folder, name)) for name in (SPAWNED, "instance.pid", "sshd.log")):
+            return Observed(instance_id, Status.FAILED, reason="sshd is not running: %s" % self._log_tail(folder),
+                            location=where, journal_id=journal_id)
+        return Observed(instance_id, Status.FAILED, reason=NEVER_STARTED, location=where, journal_id=journal_id)
+
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         vm_dir = self._vm_dir(vm_name)
         try:
@@ -294,29 +310,15 @@ class LocalProvider(TypedOptionsProvider):
                 return []
             raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
         scan = _sshd_processes()
-        where = Location(self.name, REGION)
         found = []
         for instance_id in entries:
             folder = os.path.join(vm_dir, instance_id)
             record = self._record(folder)
             if record is None:
                 continue  # not (yet) an instance folder: create died before its record
-            live = self._processes(folder, scan)
-            journal_id = record.get("journal_id") or None
-            if os.path.exists(os.path.join(folder, DELETED)):
-                if live:
-                    found.append(Observed(instance_id, Status.TERMINATING, location=where, journal_id=journal_id))
-                continue
-            if live:
-                endpoint = SshEndpoint("127.0.0.1", int(record["port"]), record.get("user") or self.user)
-                found.append(Observed(instance_id, Status.RUNNING, endpoint=endpoint, location=where,
-                                      journal_id=journal_id))
-            elif any(os.path.exists(os.path.join(folder, name)) for name in (SPAWNED, "instance.pid", "sshd.log")):
-                found.append(Observed(instance_id, Status.FAILED, reason="sshd is not running: %s"
-                                      % self._log_tail(folder), location=where, journal_id=journal_id))
-            else:
-                found.append(Observed(instance_id, Status.FAILED, reason=NEVER_STARTED, location=where,
-                                      journal_id=journal_id))
+            seen = self._observed(folder, record, scan)
+            if seen is not None:
+                found.append(seen)
         return found
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
@@ -360,6 +362,53 @@ class LocalProvider(TypedOptionsProvider):
             os.rmdir(vm_dir)
         except OSError:
             pass
+
+    def sweep_locations(self) -> List[Location]:
+        return [Location(self.name, REGION)]
+
+    def _instance_folders(self) -> List[str]:
+        """Every instance folder under the root (``<root>/<vm name>/<instance id>``): one
+        walk of the tree, the local cloud's one listing."""
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return []
+            raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (self.root, exc))
+        folders = []
+        for vm_name in names:
+            vm_dir = os.path.join(self.root, vm_name)
+            if os.path.isdir(vm_dir):
+                try:
+                    folders.extend(os.path.join(vm_dir, entry) for entry in sorted(os.listdir(vm_dir)))
+                except OSError as exc:
+                    raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
+        return folders
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Every instance folder under the root that holds a record: instances as observe
+        reports them (price 0: the local cloud is free), and the folders of deleted instances
+        whose processes are gone (kind ``other``: what cleanup removes). Read-only."""
+        if location.region not in (REGION, ANY_REGION):
+            return []
+        where = Location(self.name, REGION)
+        scan = _sshd_processes()
+        found = []
+        for folder in self._instance_folders():
+            record = self._record(folder)
+            if record is None:
+                continue  # create died before its record: nothing runs, nothing bills
+            vm_name = record.get("vm_name") or os.path.basename(os.path.dirname(folder))
+            journal_id = record.get("journal_id") or None
+            seen = self._observed(folder, record, scan)
+            if seen is None:
+                found.append(Owned(ResourceKind.OTHER, os.path.basename(folder), where, vm_name=vm_name,
+                                   journal_id=journal_id, name="instance folder %s" % folder))
+                continue
+            found.append(Owned(ResourceKind.INSTANCE, seen.instance_id, where, vm_name=vm_name,
+                               journal_id=journal_id, status=seen.status, price_per_hour=0.0,
+                               name="sshd on 127.0.0.1:%s" % record.get("port")))
+        return found
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus each instance's sshd process states, listening port, markers and log tail."""

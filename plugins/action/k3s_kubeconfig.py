@@ -14,6 +14,14 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.diff import masked_kubeconfig
+
+
+def _file_diff(path, before, after):
+    """One file's diff for --diff, credentials masked (an absent file shows as empty)."""
+    def text(config):
+        return kubeconfig.dump(masked_kubeconfig(config)) if config else ""
+    return {"before_header": path, "after_header": path, "before": text(before), "after": text(after)}
 
 
 class ActionModule(ActionBase):
@@ -34,6 +42,14 @@ class ActionModule(ActionBase):
         merge_path = os.path.abspath(os.path.expanduser(params["merge_path"])) if params["merge"] else None
         try:
             config = kubeconfig.for_vm(params["k3s_yaml"], name, params["server"])
+            if self._task.diff:
+                # Read before the write: the files as they were and as they will be.
+                diffs = [_file_diff(path, kubeconfig.load_file(path), config)]
+                if merge_path:
+                    existing = kubeconfig.load_file(merge_path)
+                    diffs.append(_file_diff(merge_path, existing, kubeconfig.merge(
+                        existing, config, params["set_current_context"])))
+                result["diff"] = diffs
             # Recorded in the gpuprov state directory, where `down` looks for what to remove.
             changed, merged = kubeconfig.write_for_vm(default_state_dir(), config, path, merge_path,
                                                       params["set_current_context"], self._task.check_mode)

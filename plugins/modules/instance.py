@@ -45,7 +45,10 @@ attributes:
       - Plans and observes only (no prepare, create, delete or cleanup, no SSH key generated, no journal created
         or written) and predicts C(changed) from whether a live instance of the VM name exists.
   diff_mode:
-    support: none
+    support: full
+    details:
+      - The instance record before and after (cloud, region, zone, instance type, GPU, GPU count, instance id,
+        status and SSH endpoint); in check mode, the record the offer would make, its id not known yet.
   platform:
     platforms: posix
 options:
@@ -248,6 +251,27 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff
+
+
+def with_diff(result, state):
+    """``result`` with Ansible's ``diff``: the instance record before and after the task."""
+    if result.get("failed"):
+        return result
+    offer = result.get("offer")
+    if state == "absent":
+        # A teardown's last listing no longer shows what it deleted: the ids and the location do.
+        deleted = result.get("deleted") or []
+        location = result.get("location") or {}
+        before = vm_diff.vm_record(cloud=location.get("cloud"), region=location.get("region"),
+                                   zone=location.get("zone"), instance_id=", ".join(deleted)) if deleted else {}
+        result["diff"] = vm_diff.result_diff(before, {})
+        return result
+    after = vm_diff.of_instance_row(result.get("instance"), offer)
+    if result.get("instance") is None and offer:   # check mode, nothing there yet
+        after = vm_diff.of_offer(offer, "Running (would be created)")
+    result["diff"] = vm_diff.result_diff({} if result.get("changed") else after, after)
+    return result
 
 
 def main():
@@ -267,7 +291,12 @@ def main():
         supports_check_mode=True,
     )
     reconcile_clouds(module.params)
-    primitives.run(module, primitives.instance)
+
+    def instance_task(params, check_mode):
+        result = primitives.instance(params, check_mode)
+        return with_diff(result, params["state"]) if module._diff else result
+
+    primitives.run(module, instance_task)
 
 
 if __name__ == "__main__":

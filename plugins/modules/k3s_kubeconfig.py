@@ -26,6 +26,11 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: full
+    details:
+      - The kubeconfig file before and after, and the merged file with O(merge); client keys, certificates,
+        tokens and passwords are masked.
 options:
   name:
     description: The VM name; the kubeconfig's cluster, user and context name.

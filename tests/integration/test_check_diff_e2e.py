@@ -50,3 +50,36 @@ def test_check_diff_provision_is_a_dry_run_that_names_the_offers_then_diff_shows
     down = ansible.playbook("down", "-e", "vm=chk1")
     assert down.rc == 0, down
     assert ansible.live_sshd() == []
+
+
+K3S_YAML = """apiVersion: v1
+clusters:
+- cluster: {certificate-authority-data: Q0E=, server: 'https://127.0.0.1:6443'}
+  name: default
+users:
+- name: default
+  user: {client-certificate-data: Q0VSVFNFQ1JFVA==, client-key-data: S0VZU0VDUkVU}
+"""
+
+
+def test_k3s_kubeconfig_diff_shows_the_change_without_the_credentials(ansible):
+    playbook = ansible.home / "kubeconfig.yml"
+    playbook.write_text("""- hosts: localhost
+  gather_facts: false
+  tasks:
+    - gpuprov.cloud.k3s_kubeconfig:
+        name: kdiff
+        k3s_yaml: "{{ lookup('file', 'k3s.yaml') }}"
+        server: https://203.0.113.9:6443
+        dir: "%s"
+""" % (ansible.home / "kube"))
+    (ansible.home / "k3s.yaml").write_text(K3S_YAML)
+    first = ansible.tool("ansible-playbook", "--diff", str(playbook))
+    assert first.rc == 0, first.out + first.err
+    assert "+++ after: %s" % (ansible.home / "kube" / "gpuprov-kdiff.yaml") in first.out, first.out
+    assert "+    server: https://203.0.113.9:6443" in first.out, first.out
+    assert "client-key-data: VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in first.out, first.out
+    assert "S0VZU0VDUkVU" not in first.out and "Q0VSVFNFQ1JFVA==" not in first.out
+    again = ansible.tool("ansible-playbook", "--diff", str(playbook))
+    assert again.rc == 0 and "changed=0" in again.out, again.out
+    assert "+    server" not in again.out and "S0VZU0VDUkVU" not in again.out, again.out

@@ -78,3 +78,24 @@ def test_masked_kubeconfig_hides_credentials_only():
     assert shown["clusters"] == config["clusters"]
     assert config["users"][0]["user"]["token"] == "t0k"   # the original is untouched
     assert vm_diff.masked_kubeconfig(None) == {}
+
+
+def test_instance_diff_shows_the_instance_record_before_and_after(home):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+    from ansible_collections.gpuprov.cloud.plugins.modules.instance import with_diff
+
+    params = {"name": "cdinst", "cloud": "local", "state": "present", "cloud_options": {}, "gpu_count": 1}
+    would = with_diff(primitives.instance(dict(params), check_mode=True), "present")
+    assert would["diff"]["before"] == {}
+    assert would["diff"]["after"]["instance_type"] == "sshd" and would["diff"]["after"]["instance_id"] is None
+    made = with_diff(primitives.instance(dict(params)), "present")
+    try:
+        record = made["diff"]["after"]
+        assert made["diff"]["before"] == {} and record["instance_id"] == made["instance"]["instance_id"]
+        assert (record["cloud"], record["instance_type"]) == ("local", "sshd")
+        kept = with_diff(primitives.instance(dict(params)), "present")
+        assert kept["changed"] is False and kept["diff"]["before"] == kept["diff"]["after"]
+        assert kept["diff"]["after"]["instance_id"] == record["instance_id"]
+    finally:
+        gone = with_diff(primitives.instance(dict(params, state="absent")), "absent")
+    assert gone["diff"]["after"] == {} and gone["diff"]["before"]["instance_id"] == record["instance_id"]

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.lambda_cloud import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
@@ -284,6 +284,16 @@ class LambdaProvider(TypedOptionsProvider):
         """observe plus Lambda's own fields (status, type, rulesets, actions) and findings."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.diagnose import diagnose
         return diagnose(self, location, validate_vm_name(vm_name))
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: every listing is account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Tagged instances, gpuprov rulesets and, at ANY_REGION or global, gpuprov SSH keys (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.owned import list_owned
+        return list_owned(self, location)
 
     # -- delete / cleanup -------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ANY_REGION, Location
 
 GLOBAL = "global"   # the region of an account-wide resource
+UNPLACED = "unplaced"   # the region of an instance the listing names none for (not placed yet)
 
 
 def lists_region(location: Location, region: Optional[str]) -> bool:

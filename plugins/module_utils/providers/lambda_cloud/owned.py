@@ -25,7 +25,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import (
-    GLOBAL, dollars, journal_of_mark, lists_global, lists_region,
+    GLOBAL, UNPLACED, dollars, journal_of_mark, lists_global, lists_region,
 )
 
 _RULESET_RE = re.compile(r"^gpuprov-(?P<vm>.+?)(?:-j(?P<mark>[0-9a-f]{8}))?$")
@@ -64,7 +64,7 @@ def _instance(provider, instance: Dict[str, Any]) -> Owned:
     kind = instance.get("instance_type")
     return Owned(
         kind=ResourceKind.INSTANCE, resource_id=str(instance["id"]),
-        location=Location(provider.name, catalog.region_of(instance) or ANY_REGION),
+        location=Location(provider.name, catalog.region_of(instance) or UNPLACED),
         vm_name=tags[VM_NAME_TAG], journal_id=tags.get(JOURNAL_ID_TAG) or None,
         status=catalog.STATUSES.get(instance.get("status"), Status.PENDING),
         price_per_hour=dollars(kind.get("price_cents_per_hour")) if isinstance(kind, dict) else None,

@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, Status,
-    validate_vm_name,
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError, ResourceRequest,
+    Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.runpod import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import tcp_ports
@@ -235,6 +235,16 @@ class RunpodProvider(TypedOptionsProvider):
     def cleanup(self, location: Location, vm_name: str) -> None:
         # prepare registers nothing (the key rides in the pod's env): nothing to remove.
         validate_vm_name(vm_name)
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: the pod listing is account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Pods whose env carries a gpuprov VM name (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod.owned import list_owned
+        return list_owned(self, location)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus RunPod's own fields (status, data center, cost, image, CUDA) per pod."""

@@ -17,6 +17,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 # Journal keys of gpuprov.cloud.instance state=absent teardowns (vm/instance_teardown.py); a
 # VM name is a DNS label, so it never contains the ':'.
 INSTANCE_KEY_PREFIX = "instance:"
+# Journal keys of the orphan sweep's teardowns (vm/sweep.py): ``sweep:<vm name>``, or
+# ``sweep:<journal id>:<vm name>`` for another journal's resources.
+SWEEP_KEY_PREFIX = "sweep:"
 
 
 def is_instance_key(key: str) -> bool:
@@ -28,6 +31,9 @@ def _hint(key: str) -> str:
     if is_instance_key(key):
         cloud, _sep, name = key[len(INSTANCE_KEY_PREFIX):].partition(":")
         return "re-run gpuprov.cloud.instance with name=%s cloud=%s state=absent" % (name, cloud)
+    if key.startswith(SWEEP_KEY_PREFIX):
+        return "ansible-playbook gpuprov.cloud.sweep -e delete=true%s" % (
+            " -e include_foreign=true" if key.count(":") == 2 else "")
     return "ansible-playbook gpuprov.cloud.down -e vm=%s" % key
 
 

@@ -1,0 +1,504 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The orphan sweep (``gpuprov.cloud.orphans``): list every resource that carries gpuprov's
+identity on the given clouds and regions (``Provider.list_owned``), join it with the journal,
+and, when asked, remove the orphans through the teardown machine.
+
+The join, per resource (:func:`classify`):
+
+* **owned**: it carries this journal's id (or none) and a journal row owns it: a run of
+  its VM name is in progress (a live lease or a state that is not terminal), or a terminal
+  row names its location (a Ready VM, a Leaked teardown, a reused VM an Aborted run kept,
+  a ``gpuprov.cloud.instance`` teardown that has not finished). ``down`` or the next run
+  handles it; the sweep never does.
+* **orphan**: this journal's id, and no row owns it (no row, a teardown that ended Done,
+  an Aborted or Exhausted run that names another location or none).
+* **foreign**: another journal's id (another controller's). Reported; removed only with
+  ``include_foreign``, acting as that journal.
+* **legacy**: no journal id (made before journal ids). Reported; removed only with
+  ``include_legacy``, unless a row owns it.
+
+Removal runs one teardown machine per VM name (and per foreign journal), journalled under
+``sweep:<vm name>`` (``sweep:<journal id>:<vm name>`` for a foreign journal's), which never
+meets a VM's key (VM names have no ``:``). A sweep killed mid-way leaves those rows
+non-terminal; the next sweep resumes them before anything else. While a VM name's teardown
+runs, the sweep holds the lease of that VM's own row (when it has one), so a provision of
+the name waits, and every step first checks that no run of the name has begun meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
+    CancelToken, Executor, Next,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, LeaseHeld
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    ANY_REGION, InstanceSpec, Location, Owned, ProviderError, ResourceKind, ResourceRequest,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import (
+    environment_names, secret_option_names,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
+
+ORPHAN = "orphan"
+FOREIGN = "foreign"
+LEGACY = "legacy"
+OWNED = "owned"
+CATEGORIES = (ORPHAN, FOREIGN, LEGACY, OWNED)
+
+LEASE_TTL_S = 120.0
+
+# Where a cloud without a declared credential option finds its credentials: files in the
+# user's home (the SDK's own chain) or an engine socket.
+_CREDENTIAL_FILES = {
+    "aws": ("~/.aws/credentials", "~/.aws/config"),
+    "gcp": ("~/.config/gcloud/application_default_credentials.json",),
+    "docker": ("/var/run/docker.sock",),
+}
+# Options that, set, say where credentials are (not credentials themselves).
+_CREDENTIAL_POINTERS = {
+    "aws": ("profile",),
+    "gcp": ("credentials_file",),
+    "docker": ("docker_host",),
+    "nebius": ("service_account_private_key_file",),
+}
+_CREDENTIAL_ENVIRONMENT = {
+    "gcp": ("GOOGLE_APPLICATION_CREDENTIALS",),
+}
+
+
+class SweepError(Exception):
+    """A parameter is wrong; the message names it and says what was expected."""
+
+
+def sweep_key(vm_name: str, journal_id: Optional[str] = None) -> str:
+    """The journal key of the sweep's teardown of ``vm_name`` (as ``journal_id``, when that is
+    another journal's)."""
+    return "%s%s%s" % (SWEEP_KEY_PREFIX, (journal_id + ":") if journal_id else "", vm_name)
+
+
+# -- which clouds ---------------------------------------------------------------------------
+
+def has_credentials(cloud: str, options: Optional[Dict[str, Any]] = None,
+                    environ: Optional[Dict[str, str]] = None, exists: Callable[[str], bool] = os.path.exists) -> bool:
+    """Whether ``cloud`` looks configured on this controller, without calling it: a credential
+    option given (in ``options`` or its environment variable), or the SDK's own credential
+    files. The local cloud needs none and always counts."""
+    environ = os.environ if environ is None else environ
+    if cloud == "local":
+        return True
+    spec = registry.OPTION_SPECS.get(cloud) or {}
+    options = options or {}
+    for name in secret_option_names(spec) + _CREDENTIAL_POINTERS.get(cloud, ()):
+        if options.get(name) or any(environ.get(var) for var in environment_names(spec.get(name) or {})):
+            return True
+    if any(environ.get(var) for var in _CREDENTIAL_ENVIRONMENT.get(cloud, ())):
+        return True
+    return any(exists(os.path.expanduser(path)) for path in _CREDENTIAL_FILES.get(cloud, ()))
+
+
+def default_clouds(cloud_options: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Every known cloud that has credentials here (the local cloud always)."""
+    return [cloud for cloud in registry.known_clouds() if has_credentials(cloud, cloud_options.get(cloud))]
+
+
+# -- the join -------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RowView:
+    """What the join needs of one journal row."""
+
+    key: str
+    kind: str
+    state: Dict[str, Any]
+    terminal: bool
+    running: bool        # a live run holds its lease
+
+    @classmethod
+    def of(cls, journal: Journal, key: str) -> Optional["RowView"]:
+        row = journal.load(key)
+        if row is None:
+            return None
+        return cls(key, row.kind, row.state, row.terminal, journal.live_holder(key) is not None)
+
+
+def _same_place(location: Location, target: Dict[str, Any]) -> bool:
+    where = Location.from_dict(target["location"])
+    if (where.cloud, where.region) != (location.cloud, location.region):
+        return False
+    return not (where.zone and location.zone and where.zone != location.zone)
+
+
+def row_owns(row: Optional[RowView], owned: Owned) -> str:
+    """Why ``row`` owns ``owned`` (empty: it does not)."""
+    if row is None:
+        return ""
+    if row.running or not row.terminal:
+        return "a run of %s is in progress (%s, state %s)" % (owned.vm_name, row.key, row.state.get("kind"))
+    if row.kind in (teardown.TeardownMachine.KIND, "instance-teardown") and row.state.get("kind") == "Done":
+        return ""
+    for target in launch.owned_targets(row.state, row.kind):
+        if _same_place(owned.location, target):
+            return "journal row %s (%s) names %s" % (row.key, row.state.get("kind"), owned.location)
+    return ""
+
+
+def classify(owned: Owned, journal_id: Optional[str], rows: List[Optional[RowView]]) -> Tuple[str, str]:
+    """(category, why) of one listed resource against this journal's rows for its VM name
+    (the VM's own row and its ``gpuprov.cloud.instance`` teardown rows)."""
+    if owned.journal_id and owned.journal_id != journal_id:
+        return FOREIGN, "made by journal %s" % owned.journal_id
+    for row in rows:
+        why = row_owns(row, owned)
+        if why:
+            return OWNED, why
+    if owned.journal_id is None:
+        return LEGACY, "carries no journal id (made before journal ids); no row of this journal owns it"
+    present = [r for r in rows if r is not None]
+    if not present:
+        return ORPHAN, "this journal has no row for %s" % owned.vm_name
+    return ORPHAN, "the journal's rows for %s (%s) do not own it" % (
+        owned.vm_name, ", ".join("%s: %s" % (r.key, r.state.get("kind")) for r in present))
+
+
+def rows_for(journal: Optional[Journal], vm_name: Optional[str], cloud: str) -> List[Optional[RowView]]:
+    if journal is None or not vm_name:
+        return []
+    return [RowView.of(journal, vm_name), RowView.of(journal, "%s%s:%s" % (INSTANCE_KEY_PREFIX, cloud, vm_name))]
+
+
+# -- listing --------------------------------------------------------------------------------
+
+def _locations(provider, regions: List[str]) -> List[Location]:
+    found = provider.sweep_locations()
+    if not regions:
+        return found
+    out = []
+    for location in found:
+        if location.region == ANY_REGION:
+            out.append(location)   # one listing of every region: filtered afterwards
+        elif location.region in regions:
+            out.append(location)
+    return out
+
+
+def list_all(providers: Dict[str, Any], regions: List[str]) -> Tuple[List[Owned], List[Dict[str, Any]]]:
+    """(every resource found, listing errors) over the providers' sweep locations."""
+    found: List[Owned] = []
+    errors: List[Dict[str, Any]] = []
+    for cloud in sorted(providers):
+        provider = providers[cloud]
+        try:
+            locations = _locations(provider, regions)
+        except NotImplementedError as exc:
+            errors.append({"cloud": cloud, "region": None, "kind": "Unsupported", "msg": str(exc)})
+            continue
+        for location in locations:
+            try:
+                listed = provider.list_owned(location)
+            except NotImplementedError as exc:
+                errors.append({"cloud": cloud, "region": location.region, "kind": "Unsupported", "msg": str(exc)})
+                break
+            except ProviderError as exc:
+                errors.append({"cloud": cloud, "region": location.region, "kind": exc.kind, "msg": exc.msg})
+                continue
+            found.extend(o for o in listed if not regions or o.location.region in regions)
+    return found, errors
+
+
+def describe(owned: Owned, category: str, why: str) -> Dict[str, Any]:
+    loc = owned.location
+    return {"category": category, "why": why, "kind": owned.kind, "id": owned.resource_id,
+            "cloud": loc.cloud, "region": loc.region, "zone": loc.zone, "vm_name": owned.vm_name,
+            "journal_id": owned.journal_id, "status": owned.status, "price_per_hour": owned.price_per_hour,
+            "name": owned.name}
+
+
+def cost_per_hour(entries: List[Dict[str, Any]]) -> float:
+    """The summed hourly price of the instances among ``entries`` whose cloud reports one."""
+    return round(sum(e["price_per_hour"] or 0.0 for e in entries if e["kind"] == ResourceKind.INSTANCE), 6)
+
+
+def _price(value: Optional[float]) -> str:
+    return "-" if value is None else ("%.4f" % value).rstrip("0").rstrip(".") or "0"
+
+
+def format_table(entries: List[Dict[str, Any]], totals: Dict[str, float]) -> List[str]:
+    if not entries:
+        return ["nothing carrying gpuprov's identity was found"]
+    header = ("CATEGORY", "CLOUD/REGION", "KIND", "ID", "VM", "STATUS", "$/H", "ACTION")
+    rows = [header]
+    for e in entries:
+        rows.append((e["category"].upper(), "%s/%s" % (e["cloud"], e.get("zone") or e["region"]), e["kind"],
+                     e["id"], e["vm_name"] or "-", e["status"] or "-", _price(e["price_per_hour"]),
+                     e.get("action") or "-"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for category in CATEGORIES:
+        count = sum(1 for e in entries if e["category"] == category and e["kind"] == ResourceKind.INSTANCE)
+        if count:
+            unpriced = sum(1 for e in entries if e["category"] == category and e["kind"] == ResourceKind.INSTANCE
+                           and e["price_per_hour"] is None)
+            lines.append("TOTAL %s: %d instance(s), %s $/h%s" % (
+                category, count, _price(totals[category]),
+                " (%d without a reported price)" % unpriced if unpriced else ""))
+    return lines
+
+
+# -- removal --------------------------------------------------------------------------------
+
+class SweepTeardown(teardown.TeardownMachine):
+    """The teardown machine on a sweep key: it acts only on instances whose journal id is in
+    the state's ``journal_ids`` (None: legacy), and stops (Done, ``skipped``) as soon as a run
+    of the VM name owns the location."""
+
+    KIND = "sweep-teardown"
+
+    def _observe_all(self, state: Dict[str, Any]):
+        accepted = set(state.get("journal_ids") or [])
+        return [(t, [o for o in observed if o.journal_id in accepted])
+                for t, observed in super()._observe_all(state)]
+
+    def step(self, state: Dict[str, Any], cx):
+        why = self._owned_now(state, cx)
+        if why:
+            return Next(dict(state, kind="Done", skipped=why), "skipped: %s" % why)
+        return super().step(state, cx)
+
+    @staticmethod
+    def _owned_now(state: Dict[str, Any], cx) -> str:
+        """Why a run of the VM name owns a target now (empty: none does). The lease this sweep
+        holds on the VM's row is not a run of it."""
+        row = RowView.of(cx.journal, state["vm_name"])
+        if row is None:
+            return ""
+        if cx.journal.holds(row.key, cx.owner):
+            row.running = False
+        for t in state["targets"]:
+            why = row_owns(row, Owned(ResourceKind.INSTANCE, "-", Location.from_dict(t["location"]),
+                                      vm_name=state["vm_name"]))
+            if why:
+                return why
+        return ""
+
+
+def _initial(vm_name: str, targets: List[Dict[str, Any]], journal_ids: List[Optional[str]]):
+    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Dict[str, Any]:
+        carried = []
+        if previous and previous_kind == SweepTeardown.KIND and previous.get("kind") == "Leaked":
+            carried = previous.get("targets") or []
+        state = teardown.initial(vm_name, teardown.merge_targets(targets, carried), "orphan sweep")
+        state["journal_ids"] = sorted(set(journal_ids), key=lambda j: j or "")
+        return state
+    return initial
+
+
+@dataclasses.dataclass
+class Group:
+    """What one sweep teardown removes: one VM name's resources of one journal (or legacy)."""
+
+    vm_name: str
+    act_as: Optional[str]                 # the journal id the adapters work for
+    journal_ids: List[Optional[str]]      # which resources it may touch
+    entries: List[Dict[str, Any]]
+    foreign: bool = False                 # another journal's resources
+
+    @property
+    def key(self) -> str:
+        return sweep_key(self.vm_name, self.act_as if self.foreign else None)
+
+    def targets(self) -> List[Dict[str, Any]]:
+        out = []
+        for e in self.entries:
+            location = Location(e["cloud"], e["region"], e["zone"]).to_dict()
+            instance = e["kind"] == ResourceKind.INSTANCE
+            out.append(teardown.target(location, [e["id"]] if instance else [], created=instance))
+        return teardown.merge_targets(out)
+
+
+def removal_groups(entries: List[Dict[str, Any]], journal_id: Optional[str], include_foreign: bool,
+                   include_legacy: bool) -> List[Group]:
+    """The teardowns that remove the chosen resources, one per VM name and journal."""
+    chosen: Dict[Tuple[str, Optional[str]], Group] = {}
+    for e in entries:
+        category = e["category"]
+        if not e["vm_name"]:
+            continue
+        if category == ORPHAN or (category == LEGACY and include_legacy):
+            group = chosen.setdefault((e["vm_name"], journal_id), Group(e["vm_name"], journal_id, [], []))
+            if e["journal_id"] not in group.journal_ids:
+                group.journal_ids.append(e["journal_id"])
+        elif category == FOREIGN and include_foreign:
+            group = chosen.setdefault((e["vm_name"], e["journal_id"]),
+                                      Group(e["vm_name"], e["journal_id"], [e["journal_id"]], [], foreign=True))
+        else:
+            continue
+        group.entries.append(e)
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (k[0], k[1] or ""))]
+
+
+class Sweeper:
+    """One sweep: list, join, and (``remove``) tear the chosen resources down."""
+
+    def __init__(self, journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]],
+                 clouds: Optional[List[str]] = None, regions: Optional[List[str]] = None,
+                 teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
+                 providers: Optional[Dict[str, Any]] = None):
+        self.journal = journal
+        self.journal_id = journal.journal_id if journal is not None else None
+        self.cloud_options = {k: dict(v or {}) for k, v in (cloud_options or {}).items()}
+        self.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(default_state_dir(), "local"))
+        self.clouds = list(clouds) if clouds else default_clouds(self.cloud_options)
+        unknown = sorted(set(self.clouds) - set(registry.known_clouds()) - set(providers or {}))
+        if unknown:
+            raise SweepError("clouds: unknown cloud(s) %s; expected some of %s"
+                             % (", ".join(unknown), ", ".join(registry.known_clouds())))
+        self.regions = list(regions or [])
+        self.teardown_timeout = float(teardown_timeout)
+        self.progress = progress
+        self._injected = dict(providers or {})
+        self.owner = new_owner()
+
+    def provider(self, cloud: str, journal_id: Optional[str]):
+        if cloud in self._injected:
+            return self._injected[cloud]
+        return registry.get_provider(cloud, self.cloud_options.get(cloud), journal_id=journal_id)
+
+    def find(self) -> Dict[str, Any]:
+        """Every resource found, classified, with the listing errors and costs."""
+        providers, errors = {}, []
+        for cloud in self.clouds:
+            try:
+                providers[cloud] = self.provider(cloud, self.journal_id)
+            except ProviderError as exc:
+                errors.append({"cloud": cloud, "region": None, "kind": exc.kind, "msg": exc.msg})
+        found, listing_errors = list_all(providers, self.regions)
+        entries = []
+        for owned in found:
+            rows = rows_for(self.journal, owned.vm_name, owned.location.cloud)
+            category, why = classify(owned, self.journal_id, rows)
+            entries.append(describe(owned, category, why))
+        entries.sort(key=lambda e: (CATEGORIES.index(e["category"]), e["cloud"], e["region"], e["vm_name"] or "",
+                                    e["kind"], e["id"]))
+        return {"entries": entries, "errors": errors + listing_errors}
+
+    def _settings(self, vm_name: str, clouds: List[str]) -> VmSettings:
+        return VmSettings(vm_name=vm_name, clouds=clouds, request=ResourceRequest(vm_name=vm_name),
+                          spec=InstanceSpec(vm_name=vm_name, ssh_public_key=""),
+                          cloud_options=self.cloud_options, teardown_timeout=self.teardown_timeout)
+
+    def interrupted(self) -> List[str]:
+        """Sweep teardowns a killed sweep left non-terminal."""
+        if self.journal is None:
+            return []
+        out = []
+        for key in self.journal.keys():
+            if key.startswith(SWEEP_KEY_PREFIX):
+                row = self.journal.load(key)
+                if row is not None and not row.terminal:
+                    out.append(key)
+        return out
+
+    def _run(self, key: str, vm_name: str, act_as: Optional[str], clouds: List[str], initial, name_key: str):
+        """Run one sweep teardown under ``key`` holding the VM row's lease (when it has a row)."""
+        ctx = VmContext(self._settings(vm_name, clouds), journal_id=act_as,
+                        providers={c: self._injected[c] for c in clouds if c in self._injected})
+
+        def on_event(kind: str, data: Dict[str, Any]) -> None:
+            self.journal.renew(name_key, self.owner, LEASE_TTL_S)
+            if kind == "transition":
+                self.progress("[sweep %s] %s -> %s%s" % (vm_name, data["frm"], data["to"],
+                                                         ": %s" % data["note"] if data.get("note") else ""))
+
+        self.journal.acquire(name_key, self.owner, LEASE_TTL_S)
+        cancel = CancelToken()
+        cancel.install()
+        try:
+            executor = Executor(self.journal, SweepTeardown(ctx), owner=self.owner, lease_ttl=LEASE_TTL_S,
+                                cancel=cancel, on_event=on_event)
+            return executor.run(key, initial)
+        finally:
+            cancel.uninstall()
+            self.journal.release(name_key, self.owner)
+
+    def remove(self, entries: List[Dict[str, Any]], include_foreign: bool = False,
+               include_legacy: bool = False) -> Dict[str, Any]:
+        """Resume interrupted sweep teardowns, then tear down each chosen group. Returns
+        ``{"removed": [entries], "failed": [entries with "error"], "resumed": [keys]}``."""
+        resumed = []
+        for key in self.interrupted():
+            row = self.journal.load(key)
+            state = row.state
+            clouds = sorted({t["location"]["cloud"] for t in state.get("targets") or []})
+            act_as = self.journal_id
+            if key.count(":") == 2:
+                act_as = key.split(":")[1]
+            try:
+                self._run(key, state["vm_name"], act_as, clouds, _initial(state["vm_name"], [], []), state["vm_name"])
+                resumed.append(key)
+            except LeaseHeld as exc:
+                self.progress("[sweep] %s not resumed: %s" % (key, exc))
+        removed, failed = [], []
+        for group in removal_groups(entries, self.journal_id, include_foreign, include_legacy):
+            clouds = sorted({e["cloud"] for e in group.entries})
+            try:
+                outcome = self._run(group.key, group.vm_name, group.act_as, clouds,
+                                    _initial(group.vm_name, group.targets(), group.journal_ids), group.vm_name)
+            except LeaseHeld as exc:
+                failed.extend(dict(e, error=str(exc)) for e in group.entries)
+                continue
+            state = outcome.state
+            if state["kind"] == "Done" and state.get("skipped"):
+                failed.extend(dict(e, error="not removed: %s" % state["skipped"]) for e in group.entries)
+            elif state["kind"] == "Done":
+                removed.extend(group.entries)
+            else:
+                failed.extend(dict(e, error=state.get("reason") or state["kind"]) for e in group.entries)
+        return {"removed": removed, "failed": failed, "resumed": resumed}
+
+
+def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],
+          regions: Optional[List[str]], remove: bool, include_foreign: bool = False, include_legacy: bool = False,
+          teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
+          providers: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """One sweep, shaped as the module returns it (see plugins/modules/orphans.py RETURN)."""
+    sweeper = Sweeper(journal, cloud_options, clouds, regions, teardown_timeout, progress, providers)
+    found = sweeper.find()
+    entries = found["entries"]
+    groups = removal_groups(entries, sweeper.journal_id, include_foreign, include_legacy)
+    chosen = {(e["cloud"], e["kind"], e["id"]) for g in groups for e in g.entries}
+    for e in entries:
+        e["action"] = ("remove" if remove else "would remove") if (e["cloud"], e["kind"], e["id"]) in chosen \
+            else "keep"
+    result: Dict[str, Any] = {"clouds": sweeper.clouds, "regions": sweeper.regions,
+                              "journal_id": sweeper.journal_id, "errors": found["errors"]}
+    outcome = {"removed": [], "failed": [], "resumed": []}
+    if remove:
+        outcome = sweeper.remove(entries, include_foreign, include_legacy)
+        done = {(e["cloud"], e["kind"], e["id"]) for e in outcome["removed"]}
+        for e in entries:
+            if e["action"] == "remove":
+                e["action"] = "removed" if (e["cloud"], e["kind"], e["id"]) in done else "failed"
+    by_category = {c: [e for e in entries if e["category"] == c] for c in CATEGORIES}
+    totals = {c: cost_per_hour(by_category[c]) for c in CATEGORIES}
+    result.update(
+        resources=entries, orphans=by_category[ORPHAN], foreign=by_category[FOREIGN],
+        legacy=by_category[LEGACY], owned=by_category[OWNED],
+        cost_per_hour=dict(totals, total=round(sum(totals.values()), 6)),
+        would_remove=[e for e in entries if e["action"] == "would remove"],
+        removed=outcome["removed"], failed=outcome["failed"], resumed=outcome["resumed"],
+        removed_cost_per_hour=cost_per_hour(outcome["removed"]),
+        table=format_table(entries, totals) + ["LISTING FAILED %s/%s: %s" % (e["cloud"], e["region"] or "*", e["msg"])
+                                               for e in found["errors"]],
+    )
+    return result

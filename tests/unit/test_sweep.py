@@ -1,0 +1,307 @@
+"""The orphan sweep (plugins/module_utils/vm/sweep.py): the join of listed resources with the
+journal, the choice of what a removal touches, credential detection, and whole sweeps on the
+local cloud (real sshd processes) with orphans planted on purpose."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    InstanceSpec, Location, Owned, ResourceKind, ResourceRequest, Status,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import (
+    FOREIGN, LEGACY, ORPHAN, OWNED, RowView, classify, removal_groups,
+)
+
+MINE = "a" * 32
+THEIRS = "b" * 32
+AWS = Location("aws", "us-east-1", "us-east-1a")
+
+
+def owned(vm_name="vm1", journal_id=MINE, location=AWS, kind=ResourceKind.INSTANCE, resource_id="i-1"):
+    return Owned(kind, resource_id, location, vm_name=vm_name, journal_id=journal_id, status=Status.RUNNING,
+                 price_per_hour=1.5)
+
+
+def ready_row(location=AWS, instance_id="i-1", running=False):
+    vm = {"name": "vm1", "location": location.to_dict(), "instance_id": instance_id}
+    return RowView("vm1", "launch", {"kind": "Ready", "vm": vm}, True, running)
+
+
+# -- the join ---------------------------------------------------------------------------
+
+def test_no_row_is_an_orphan():
+    assert classify(owned(), MINE, [None, None])[0] == ORPHAN
+
+
+def test_a_ready_row_owns_its_location_and_not_another_region():
+    assert classify(owned(), MINE, [ready_row()])[0] == OWNED
+    # A second instance beside the VM, at its location, is the row's (down/teardown act by name there).
+    assert classify(owned(resource_id="i-2"), MINE, [ready_row()])[0] == OWNED
+    elsewhere = owned(location=Location("aws", "eu-west-1", "eu-west-1a"))
+    category, why = classify(elsewhere, MINE, [ready_row()])
+    assert category == ORPHAN and "vm1: Ready" in why
+
+
+def test_a_run_in_progress_owns_everything_of_its_name():
+    creating = RowView("vm1", "launch", {"kind": "Creating"}, False, False)
+    assert classify(owned(location=Location("gcp", "us-central1")), MINE, [creating])[0] == OWNED
+    leased = RowView("vm1", "launch", {"kind": "Aborted", "targets": []}, True, True)
+    assert classify(owned(), MINE, [leased])[0] == OWNED
+
+
+def test_done_and_aborted_rows_own_nothing_unless_they_name_it():
+    done = RowView("vm1", "teardown", {"kind": "Done", "vm_name": "vm1",
+                                       "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    assert classify(owned(), MINE, [done])[0] == ORPHAN
+    aborted = RowView("vm1", "launch", {"kind": "Aborted", "reason": "x", "targets": []}, True, False)
+    assert classify(owned(), MINE, [aborted])[0] == ORPHAN
+    kept = RowView("vm1", "launch", {"kind": "Aborted", "reason": "x", "targets": [],
+                                     "vm": {"location": AWS.to_dict(), "instance_id": "i-1"}}, True, False)
+    assert classify(owned(), MINE, [kept])[0] == OWNED
+    exhausted = RowView("vm1", "launch", {"kind": "Exhausted", "search": {}}, True, False)
+    assert classify(owned(), MINE, [exhausted])[0] == ORPHAN
+
+
+def test_a_leaked_row_and_an_unfinished_instance_teardown_own_their_locations():
+    leaked = RowView("vm1", "launch", {"kind": "Leaked", "reason": "x",
+                                       "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    assert classify(owned(), MINE, [leaked])[0] == OWNED
+    requested = RowView("instance:aws:vm1", "instance-teardown",
+                        {"kind": "DeletionRequested", "vm_name": "vm1",
+                         "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    assert classify(owned(), MINE, [None, requested])[0] == OWNED
+    finished = RowView("instance:aws:vm1", "instance-teardown",
+                       {"kind": "Done", "vm_name": "vm1", "targets": [{"location": AWS.to_dict(),
+                                                                       "instance_ids": ["i-1"]}]}, True, False)
+    assert classify(owned(), MINE, [None, finished])[0] == ORPHAN
+
+
+def test_another_journals_resource_is_foreign_even_where_a_row_lives():
+    category, why = classify(owned(journal_id=THEIRS), MINE, [ready_row()])
+    assert category == FOREIGN and THEIRS in why
+    # Without a journal of its own (a dry run where none exists yet) every journal id is foreign.
+    assert classify(owned(), None, [])[0] == FOREIGN
+
+
+def test_no_journal_id_is_legacy_unless_a_row_owns_it():
+    assert classify(owned(journal_id=None), MINE, [None])[0] == LEGACY
+    assert classify(owned(journal_id=None), MINE, [ready_row()])[0] == OWNED
+
+
+def test_a_zone_mismatch_at_the_same_region_is_not_the_rows():
+    other_zone = owned(location=Location("aws", "us-east-1", "us-east-1b"))
+    assert classify(other_zone, MINE, [ready_row()])[0] == ORPHAN
+    regional = owned(location=Location("aws", "us-east-1"))
+    assert classify(regional, MINE, [ready_row()])[0] == OWNED
+
+
+# -- what a removal touches --------------------------------------------------------------
+
+def _entries(*pairs):
+    return [sweep.describe(o, category, "why") for o, category in pairs]
+
+
+def test_removal_groups_take_orphans_and_only_what_was_asked_for():
+    entries = _entries((owned("o1"), ORPHAN), (owned("f1", THEIRS, resource_id="i-f"), FOREIGN),
+                       (owned("l1", None, resource_id="i-l"), LEGACY), (owned("k1", resource_id="i-k"), OWNED),
+                       (owned("o1", kind=ResourceKind.SECURITY_GROUP, resource_id="sg-1"), ORPHAN))
+    groups = removal_groups(entries, MINE, include_foreign=False, include_legacy=False)
+    assert [(g.key, g.act_as, g.journal_ids) for g in groups] == [("sweep:o1", MINE, [MINE])]
+    (target,) = groups[0].targets()
+    assert target["instance_ids"] == ["i-1"] and target["created"] is True
+
+    groups = removal_groups(entries, MINE, include_foreign=True, include_legacy=True)
+    assert [(g.key, g.act_as, g.journal_ids) for g in groups] == [
+        ("sweep:%s:f1" % THEIRS, THEIRS, [THEIRS]), ("sweep:l1", MINE, [None]), ("sweep:o1", MINE, [MINE])]
+
+
+def test_side_resources_alone_make_a_target_without_a_create():
+    entries = _entries((owned("o1", kind=ResourceKind.FIREWALL, resource_id="fw-1"), ORPHAN))
+    (group,) = removal_groups(entries, MINE, False, False)
+    assert group.targets() == [{"location": AWS.to_dict(), "instance_ids": [], "created": False}]
+
+
+def test_costs_sum_the_priced_instances_only():
+    entries = _entries((owned("o1"), ORPHAN), (owned("o2", resource_id="i-2"), ORPHAN),
+                       (owned("o1", kind=ResourceKind.SSH_KEY, resource_id="k"), ORPHAN))
+    entries[1]["price_per_hour"] = None
+    assert sweep.cost_per_hour(entries) == 1.5
+    table = sweep.format_table(entries, {ORPHAN: 1.5, FOREIGN: 0, LEGACY: 0, OWNED: 0})
+    assert table[0].split()[:3] == ["CATEGORY", "CLOUD/REGION", "KIND"]
+    assert "TOTAL orphan: 2 instance(s), 1.5 $/h (1 without a reported price)" in table
+
+
+# -- which clouds ------------------------------------------------------------------------
+
+def test_credentials_are_detected_from_options_environment_and_files():
+    nothing = {"environ": {}, "exists": lambda path: False}
+    assert sweep.has_credentials("local", **nothing)
+    assert not sweep.has_credentials("lambda", **nothing)
+    assert sweep.has_credentials("lambda", {"api_key": "x"}, **nothing)
+    assert sweep.has_credentials("lambda", environ={"LAMBDA_API_KEY": "x"}, exists=lambda path: False)
+    assert not sweep.has_credentials("aws", **nothing)
+    assert sweep.has_credentials("aws", environ={"AWS_PROFILE": "dev"}, exists=lambda path: False)
+    assert sweep.has_credentials("aws", environ={}, exists=lambda path: path.endswith("/.aws/credentials"))
+    assert sweep.has_credentials("gcp", environ={"GOOGLE_APPLICATION_CREDENTIALS": "/k.json"},
+                                 exists=lambda path: False)
+    assert sweep.has_credentials("docker", environ={}, exists=lambda path: path == "/var/run/docker.sock")
+
+
+def test_an_unknown_cloud_is_named(tmp_path):
+    with pytest.raises(sweep.SweepError, match="clouds: unknown cloud"):
+        sweep.Sweeper(None, {}, clouds=["nimbus"])
+
+
+# -- whole sweeps on the local cloud -----------------------------------------------------
+
+@pytest.fixture
+def world(tmp_path):
+    if not os.path.exists("/usr/sbin/sshd"):
+        pytest.skip("the local cloud needs openssh-server (sshd)")
+    made = World(tmp_path)
+    yield made
+    made.close()
+
+
+class World:
+    """A journal and a local cloud root, with instances planted on purpose."""
+
+    def __init__(self, tmp_path):
+        self.root = str(tmp_path / "local")
+        self.journal = projection.open_journal(str(tmp_path / "journal.sqlite"))
+        self.public = ensure_controller_key(str(tmp_path / "id_ed25519"))
+        self.options = {"local": {"root": self.root}}
+
+    def provider(self, journal_id):
+        return LocalProvider({"root": self.root}, journal_id=journal_id)
+
+    def plant(self, vm_name, journal_id):
+        provider = self.provider(journal_id)
+        spec = InstanceSpec(vm_name=vm_name, ssh_public_key=self.public)
+        offer = provider.plan(ResourceRequest(vm_name))[0]
+        return provider.create(offer, provider.prepare(offer, spec), spec)
+
+    def journal_ready(self, vm_name, instance_id):
+        """A row as a finished provision leaves it (Ready, owning the instance)."""
+        vm = {"name": vm_name, "location": Location("local", "local").to_dict(), "instance_id": instance_id}
+        owner = "test:%s" % uuid.uuid4().hex
+        self.journal.begin(vm_name, "launch", {"kind": "Ready", "vm": vm}, "Ready", True, owner, 60, None)
+        self.journal.release(vm_name, owner)
+
+    def listing(self):
+        found = self.provider(None).list_owned(Location("local", "local"))
+        return sorted((o.vm_name, o.resource_id, o.kind, o.status) for o in found)
+
+    def sweep(self, remove=False, **kwargs):
+        return sweep.sweep(self.journal, self.options, ["local"], [], remove, **kwargs)
+
+    def close(self):
+        for vm_name in os.listdir(self.root) if os.path.isdir(self.root) else []:
+            for instance_id in os.listdir(os.path.join(self.root, vm_name)):
+                for pid in LocalProvider._processes(os.path.join(self.root, vm_name, instance_id)):
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+        self.journal.close()
+
+
+def _planted(world):
+    """An orphan whose journal row was deleted, a journal-owned VM, a legacy instance made
+    outside any journal with the identity, and another journal's instance."""
+    mine = world.journal.journal_id
+    ids = {"orphan": world.plant("lost", mine), "kept": world.plant("kept", mine),
+           "legacy": world.plant("legacy", None), "foreign": world.plant("theirs", THEIRS)}
+    world.journal_ready("kept", ids["kept"])
+    world.journal_ready("lost", ids["orphan"])
+    world.journal.execute("DELETE FROM machines WHERE key = ?", ("lost",))  # the row deleted behind it
+    return ids
+
+
+def _by_id(result):
+    return {e["id"]: e for e in result["resources"]}
+
+
+def test_a_dry_run_names_every_kind_and_changes_nothing(world):
+    ids = _planted(world)
+    before, keys = world.listing(), world.journal.keys()
+    result = world.sweep()
+    found = _by_id(result)
+    assert {k: found[i]["category"] for k, i in ids.items()} == {
+        "orphan": ORPHAN, "kept": OWNED, "legacy": LEGACY, "foreign": FOREIGN}
+    assert found[ids["orphan"]]["action"] == "would remove"
+    assert [e["id"] for e in result["would_remove"]] == [ids["orphan"]]
+    assert found[ids["foreign"]]["journal_id"] == THEIRS
+    assert result["cost_per_hour"] == {ORPHAN: 0.0, FOREIGN: 0.0, LEGACY: 0.0, OWNED: 0.0, "total": 0.0}
+    assert result["removed"] == [] and result["errors"] == []
+    assert any(line.startswith("ORPHAN") and ids["orphan"] in line for line in result["table"])
+    assert world.listing() == before and world.journal.keys() == keys
+
+
+def test_removal_takes_exactly_the_orphans(world):
+    ids = _planted(world)
+    result = world.sweep(remove=True)
+    assert [e["id"] for e in result["removed"]] == [ids["orphan"]] and result["failed"] == []
+    left = {resource_id for _name, resource_id, _kind, _status in world.listing()}
+    assert left == {ids["kept"], ids["legacy"], ids["foreign"]}
+    row = world.journal.load("sweep:lost")
+    assert (row.kind, row.state["kind"], row.terminal) == ("sweep-teardown", "Done", True)
+    # Nothing is left to remove: a second sweep finds no orphan.
+    assert world.sweep(remove=True)["orphans"] == []
+
+
+def test_legacy_and_foreign_go_only_when_asked(world):
+    ids = _planted(world)
+    result = world.sweep(remove=True, include_legacy=True, include_foreign=True)
+    assert sorted(e["id"] for e in result["removed"]) == sorted([ids["orphan"], ids["legacy"], ids["foreign"]])
+    assert {resource_id for _n, resource_id, _k, _s in world.listing()} == {ids["kept"]}
+    assert world.journal.load("sweep:%s:theirs" % THEIRS).state["kind"] == "Done"
+
+
+def test_a_provision_that_owns_the_name_meanwhile_stops_the_removal(world):
+    ids = _planted(world)
+    sweeper = sweep.Sweeper(world.journal, world.options, ["local"])
+    entries = sweeper.find()["entries"]
+    world.journal_ready("lost", ids["orphan"])   # a run of the name adopted it since the listing
+    outcome = sweeper.remove(entries)
+    assert outcome["removed"] == [] and "not removed" in outcome["failed"][0]["error"]
+    assert ids["orphan"] in {resource_id for _n, resource_id, _k, _s in world.listing()}
+
+
+class _Crash(BaseException):
+    """The controller dies here."""
+
+
+def test_a_sweep_killed_after_its_delete_is_resumed_by_the_next(world):
+    ids = _planted(world)
+    real_delete = LocalProvider.delete
+    crashing = world.provider(world.journal.journal_id)
+
+    def delete_then_die(location, vm_name, instance_ids):
+        real_delete(crashing, location, vm_name, instance_ids)
+        raise _Crash("killed after the delete call, before its commit")
+
+    crashing.delete = delete_then_die
+    with pytest.raises(_Crash):
+        sweep.sweep(world.journal, world.options, ["local"], [], True, providers={"local": crashing})
+    row = world.journal.load("sweep:lost")
+    assert not row.terminal and row.state["kind"] == "Requesting"
+    world.journal.execute("UPDATE machines SET lease_owner = NULL, lease_expires = NULL")  # the process is gone
+
+    # Its instance is on its way out; the next sweep resumes the interrupted teardown first.
+    result = world.sweep(remove=True)
+    assert result["resumed"] == ["sweep:lost"]
+    assert world.journal.load("sweep:lost").state["kind"] == "Done"
+    names = {name for name, _i, _k, _s in world.listing()}
+    assert "lost" not in names and {"kept", "legacy", "theirs"} <= names
+    assert ids["kept"] in {resource_id for _n, resource_id, _k, _s in world.listing()}
+    events = [e["event"] for e in world.journal.events("sweep:lost")]
+    assert "resume" in events

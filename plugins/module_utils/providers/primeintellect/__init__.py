@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest,
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError, ResourceRequest,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.primeintellect import OPTIONS
@@ -199,6 +199,16 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         validate_vm_name(vm_name)
         for instance_id in instance_ids:
             self.client.delete(PODS.rstrip("/") + "/" + quote(str(instance_id), safe=""), allow_status=(404,))
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: pods and keys are listed account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Pods named <vm>.<journal id>, and at ANY_REGION or global the gpuprov SSH keys (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import list_owned
+        return list_owned(self, location)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus Prime's own fields: provider, status, installation progress and failure."""

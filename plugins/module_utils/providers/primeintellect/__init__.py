@@ -202,12 +202,16 @@ class PrimeIntellectProvider(TypedOptionsProvider):
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: pods and keys are listed account-wide (owned.py). Pure."""
-        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import sweep_locations
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import (
+            sweep_locations,
+        )
         return sweep_locations(self)
 
     def list_owned(self, location: Location) -> List[Owned]:
         """Pods named <vm>.<journal id>, and at ANY_REGION or global the gpuprov SSH keys (owned.py)."""
-        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import list_owned
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import (
+            list_owned,
+        )
         return list_owned(self, location)
 
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:

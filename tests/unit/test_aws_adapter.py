@@ -141,6 +141,16 @@ def test_plan_ladder(provider, gpu, count, expected):
     assert {o.region for o in offers} == {"us-west-2"}
 
 
+@pytest.mark.parametrize("count", [1, 4, 8])
+def test_plan_leaves_the_v100_out_and_says_why(provider, count):
+    # p3 (V100, Volta): in no default region, and the default image's open kernel modules need Turing+
+    assert not [r for r in LADDER if r.instance_type.startswith("p3.") or r.gpu == "V100"]
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="p3", gpu="V100", gpu_count=count))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("gpu:")
+    assert "V100" in info.value.msg and "P3" in info.value.msg and "H100" in info.value.msg
+
+
 def test_plan_spot_has_no_on_demand_price(provider):
     offers = provider.plan(ResourceRequest(vm_name="p3", gpu="A10G", regions=["us-east-2"], spot=True))
     assert offers and all(o.spot and o.price_per_hour is None for o in offers)

@@ -29,6 +29,7 @@ ROWS = [
     ("InsufficientAddressCapacity", 500, C, BlockScope.OFFER),
     ("InsufficientFreeAddressesInSubnet", 400, C, BlockScope.OFFER),
     ("InsufficientCapacity", 500, C, BlockScope.OFFER),
+    ("InsufficientVolumeCapacity", 500, C, BlockScope.OFFER),
     ("SpotMaxPriceTooLow", 400, C, BlockScope.OFFER),
     ("capacity-not-available", 400, C, BlockScope.OFFER),
     ("capacity-oversubscribed", 400, C, BlockScope.OFFER),
@@ -171,7 +172,8 @@ def test_create_raises_the_row_kind(stubbed, code, status, kind, block):
     provider, fast, _reads = stubbed
     zone_error = code in aws_errors.ZONE_CAPACITY_CODES
     for _subnet in PREPARED["subnets"] if zone_error else PREPARED["subnets"][:1]:
-        fast.add_client_error("run_instances", service_error_code=code, service_message="stubbed", http_status_code=status)
+        fast.add_client_error("run_instances", service_error_code=code, service_message="stubbed",
+                              http_status_code=status)
     with pytest.raises(ProviderError) as info:
         provider.create(OFFER, PREPARED, SPEC)
     assert (info.value.kind, info.value.block_scope) == (kind, block)
@@ -180,7 +182,8 @@ def test_create_raises_the_row_kind(stubbed, code, status, kind, block):
         assert "us-east-1a, us-east-1b" in info.value.msg
 
 
-@pytest.mark.parametrize("code", ["Unsupported", "InsufficientInstanceCapacity", "InsufficientHostCapacity"])
+@pytest.mark.parametrize("code", ["Unsupported", "InsufficientInstanceCapacity", "InsufficientHostCapacity",
+                                  "InsufficientVolumeCapacity"])
 def test_create_moves_to_the_next_zone_only_for_zone_errors(stubbed, code):
     provider, fast, _reads = stubbed
     fast.add_client_error("run_instances", service_error_code=code, http_status_code=500)

@@ -29,6 +29,8 @@ Rung = collections.namedtuple("Rung", "gpu count instance_type vcpus memory_gib 
 DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1")
 
 # Within one (gpu, count), rungs are listed cheapest first; plan keeps that order.
+# Only types the default GPU image supports are here: its open NVIDIA kernel modules
+# need a Turing or newer GPU, so the V100 (p3, Volta) is left out; see LEFT_OUT.
 LADDER = (
     Rung("T4", 1, "g4dn.xlarge", 4, 16, 0.526),
     Rung("T4", 1, "g4dn.2xlarge", 8, 32, 0.752),
@@ -61,9 +63,6 @@ LADDER = (
     Rung("L40S", 4, "g6e.12xlarge", 48, 384, 10.493),
     Rung("L40S", 4, "g6e.24xlarge", 96, 768, 15.066),
     Rung("L40S", 8, "g6e.48xlarge", 192, 1536, 30.131),
-    Rung("V100", 1, "p3.2xlarge", 8, 61, 3.06),
-    Rung("V100", 4, "p3.8xlarge", 32, 244, 12.24),
-    Rung("V100", 8, "p3.16xlarge", 64, 488, 24.48),
     Rung("A100", 8, "p4d.24xlarge", 96, 1152, None),
     Rung("A100-80GB", 8, "p4de.24xlarge", 96, 1152, None),
     Rung("H100", 1, "p5.4xlarge", 16, 256, None),
@@ -83,6 +82,13 @@ CPU_RUNGS = (
 
 # AWS sells the A10 only as its A10G variant.
 GPU_ALIASES = {"A10": "A10G"}
+
+# GPUs AWS sells that the ladder leaves out, and why (said when one is asked for).
+LEFT_OUT = {
+    "V100": "the p3 types are offered in none of the default regions, and the default GPU image (Deep "
+            "Learning Base OSS Nvidia Driver AMI: open kernel modules, Turing or newer) leaves P3 out of "
+            "its supported instances",
+}
 
 # Default images. GPU types get the AWS Deep Learning Base OSS Nvidia Driver AMI
 # (Ubuntu 22.04: NVIDIA driver, CUDA, container toolkit), CPU types plain Ubuntu
@@ -113,8 +119,9 @@ def rungs_for(gpu: Optional[str], gpu_count: Any) -> List[Rung]:
     same_gpu = [r for r in LADDER if r.gpu == gpu]
     if not same_gpu:
         offered = sorted({r.gpu for r in LADDER} | set(GPU_ALIASES))
-        raise ProviderError(ErrorKind.INVALID_REQUEST,
-                            "gpu: AWS has no instance type with %s; it offers %s" % (gpu, ", ".join(offered)))
+        why = ("gpu: gpuprov plans no AWS type with %s: %s. " % (gpu, LEFT_OUT[gpu])) if gpu in LEFT_OUT else (
+            "gpu: AWS has no instance type with %s; " % gpu)
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "%sit offers %s" % (why, ", ".join(offered)))
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 1:
         raise ProviderError(ErrorKind.INVALID_REQUEST,
                             "gpu_count: expected a positive integer, got %r" % (gpu_count,))

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - exercised by sanity imports only
 ZONE_CAPACITY_CODES = frozenset((
     "InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity",
     "InsufficientAddressCapacity", "InsufficientFreeAddressesInSubnet", "InsufficientCapacity",
+    "InsufficientVolumeCapacity",  # HTTP 500: no room for the EBS volume type in this zone
     "Unsupported",  # "...type X is not supported in your requested Availability Zone (Y)"
 ))
 
@@ -40,6 +41,7 @@ CODE_TABLE = {
     "InsufficientAddressCapacity": (ErrorKind.CAPACITY, None),
     "InsufficientFreeAddressesInSubnet": (ErrorKind.CAPACITY, None),
     "InsufficientCapacity": (ErrorKind.CAPACITY, None),
+    "InsufficientVolumeCapacity": (ErrorKind.CAPACITY, None),
     "SpotMaxPriceTooLow": (ErrorKind.CAPACITY, None),
     "capacity-not-available": (ErrorKind.CAPACITY, None),
     "capacity-oversubscribed": (ErrorKind.CAPACITY, None),

@@ -178,16 +178,22 @@ vm:
     name: {description: VM name., type: str, returned: always, sample: train1}
     cloud: {description: Cloud it runs on., type: str, returned: always, sample: aws}
     region: {description: Region., type: str, returned: always, sample: us-east-1}
-    zone: {description: Zone where the cloud has them., type: str, returned: always, sample: us-east-1a}
+    zone: {description: "The zone it runs in, where the cloud has zones; null elsewhere.", type: str, returned: always,
+           sample: us-east-1a}
     instance_id: {description: The cloud's instance id., type: str, returned: always, sample: i-0abc}
     instance_type: {description: Instance type., type: str, returned: always, sample: p5.48xlarge}
-    gpu: {description: GPU model., type: str, returned: always, sample: H100}
-    gpu_count: {description: GPU count., type: int, returned: always, sample: 8}
+    gpu: {description: "GPU model; null for a VM without a GPU.", type: str, returned: always, sample: H100}
+    gpu_count: {description: "GPU count; 0 for a VM without a GPU.", type: int, returned: always, sample: 8}
     ssh_host: {description: SSH host., type: str, returned: always, sample: 203.0.113.7}
     ssh_port: {description: SSH port., type: int, returned: always, sample: 22}
     ssh_user: {description: SSH user., type: str, returned: always, sample: ubuntu}
     host_key_alias: {description: Name of the pinned host key in the collection's known_hosts., type: str, returned: always}
-    host_key_fingerprint: {description: SHA256 fingerprint of the pinned host key., type: str, returned: always}
+    host_key_fingerprint:
+      description: "SHA256 fingerprint of the pinned host key, as C(ssh-keygen -l) prints it, without the key type."
+      type: str
+      returned: always
+      sample: "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
+    host_key_type: {description: Type of the pinned host key., type: str, returned: always, sample: ssh-ed25519}
     status: {description: VM status., type: str, returned: always, sample: running}
     reused: {description: Whether an already running VM was reused., type: bool, returned: always}
     price_per_hour: {description: "The offer's hourly price in US dollars, where the cloud reports one.", type: float,
@@ -246,10 +252,18 @@ plan:
     gpu_count: {description: GPU count., type: int, sample: 8}
     price_per_hour: {description: "Hourly price in US dollars, where known.", type: float}
 history:
-  description: The attempts of the search, each offer with its outcome and classified error.
+  description:
+    - The offers this run's search tried, in order, each with its outcome and classified error; the offer the VM
+      came up on is the last one, with outcome C(Ready). Empty when a running VM was reused without a search.
   returned: O(state=present)
   type: list
   elements: dict
+  contains:
+    offer: {description: "The offer's id (or the cloud's name, when the whole cloud was skipped).", type: str,
+            sample: "aws:us-east-1:g4dn.xlarge"}
+    outcome: {description: "C(Ready), C(skipped), C(unavailable) or the error's kind (C(Capacity), C(Quota)...).",
+              type: str, sample: Ready}
+    error: {description: "The classified error (C(kind), C(msg), C(block)); null for C(Ready).", type: dict}
 events:
   description: The journal events of this run (transitions, polls, retries) with notes and timestamps.
   returned: O(state=present)

@@ -37,8 +37,9 @@ def of_journalled_vm(vm: Optional[Dict[str, Any]], status: str) -> Dict[str, Any
     if not vm:
         return {}
     location, ssh = vm.get("location") or {}, vm.get("ssh") or {}
-    return vm_record(cloud=location.get("cloud"), region=location.get("region"), zone=location.get("zone"),
-                     instance_type=vm.get("instance_type"), gpu=vm.get("gpu"), gpu_count=vm.get("gpu_count"),
+    return vm_record(cloud=location.get("cloud"), region=location.get("region"),
+                     zone=location.get("zone") or vm.get("zone"), instance_type=vm.get("instance_type"),
+                     gpu=vm.get("gpu"), gpu_count=vm.get("gpu_count"),
                      instance_id=vm.get("instance_id"), status=status,
                      endpoint=endpoint(ssh.get("host"), ssh.get("port"), ssh.get("user")))
 

@@ -398,8 +398,10 @@ class LaunchMachine(Machine):
             err = _error(ErrorKind.CAPACITY, "instance %s while booting (preempted?)" % inst.status.lower())
             return Next(self._compensate(state, "NextOffer", err), err["msg"])
         if inst.usable:
+            # The zone the cloud placed it in, where the offer named only a region (AWS picks one of several).
+            zone = inst.location.zone if inst.location else None
             return Next({"kind": "Connecting", "search": state["search"], "instance_id": inst.instance_id,
-                         "endpoint": inst.endpoint.to_dict(), "reused": False},
+                         "endpoint": inst.endpoint.to_dict(), "reused": False, "zone": zone},
                         "running at %s:%d" % (inst.endpoint.host, inst.endpoint.port))
         if cx.in_state > boot_timeout:
             err = _error(ErrorKind.FAILED, "boot timeout: not Running with an SSH endpoint after %.0f s" % boot_timeout)
@@ -439,7 +441,7 @@ class LaunchMachine(Machine):
         # The key that logged in: a later run holding another one is refused before it touches the VM.
         vm["ssh_key_fingerprint"] = public_key_fingerprint(self.ctx.settings.spec.ssh_public_key)
         projection.upsert_vm(cx.journal, vm["name"], cloud=vm["location"]["cloud"], region=vm["location"]["region"],
-                             zone=vm["location"].get("zone"), instance_id=vm["instance_id"],
+                             zone=vm["location"].get("zone") or vm.get("zone"), instance_id=vm["instance_id"],
                              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"),
                              gpu_count=vm.get("gpu_count"), ssh_host=vm["ssh"]["host"],
                              ssh_port=vm["ssh"]["port"], ssh_user=vm["ssh"]["user"],
@@ -456,6 +458,7 @@ class LaunchMachine(Machine):
         endpoint = state["endpoint"]
         return {"name": self.ctx.settings.vm_name, "location": location, "instance_id": state["instance_id"],
                 "request": request_of(self.ctx.settings),
+                "zone": location.get("zone") or state.get("zone"),
                 "instance_type": offer["instance_type"], "gpu": offer.get("gpu"),
                 "gpu_count": offer.get("gpu_count"), "spot": offer.get("spot", False),
                 "price_per_hour": offer.get("price_per_hour"),

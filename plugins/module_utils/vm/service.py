@@ -22,7 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Location, ProviderError, validate_vm_name,
+    Location, Offer, ProviderError, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
@@ -242,7 +242,7 @@ class VmService:
         state = outcome.state
         result: Dict[str, Any] = {
             "changed": changed, "state": outcome.label, "journal": self.journal.path,
-            "history": (state.get("search") or {}).get("history", []),
+            "history": _history(state),
             "search": search_summary(state.get("search")),
             "events": [{k: e[k] for k in ("event", "from", "to", "note", "at")} for e in run_events],
         }
@@ -452,11 +452,26 @@ def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return events
 
 
+def _history(state: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The offers this run's search tried, each with its outcome and classified error, the one a VM
+    came up on last (outcome Ready)."""
+    search = state.get("search") or {}
+    history = list(search.get("history") or [])
+    if state["kind"] == "Ready" and search.get("offers"):
+        taken = search["offers"][search["cursor"]]
+        history.append({"offer": Offer.from_dict(taken).offer_id, "outcome": "Ready", "error": None})
+    return history
+
+
 def _vm_result(vm: Dict[str, Any], status: str, reused: bool) -> Dict[str, Any]:
     loc = vm["location"]
-    return {"name": vm["name"], "cloud": loc["cloud"], "region": loc["region"], "zone": loc.get("zone"),
+    # Journalled as ssh-keygen -l prints it ("ssh-ed25519 SHA256:..."): returned as the type and the fingerprint.
+    words = (vm.get("host_key_fingerprint") or "").split()
+    host_key_type = words[0] if len(words) > 1 else (vm.get("host_key") or {}).get("type")
+    return {"name": vm["name"], "cloud": loc["cloud"], "region": loc["region"],
+            "zone": loc.get("zone") or vm.get("zone"),
             "instance_id": vm["instance_id"], "instance_type": vm.get("instance_type"), "gpu": vm.get("gpu"),
             "gpu_count": vm.get("gpu_count"), "ssh_host": vm["ssh"]["host"], "ssh_port": vm["ssh"]["port"],
             "ssh_user": vm["ssh"]["user"], "host_key_alias": vm["host_key_alias"],
-            "host_key_fingerprint": vm.get("host_key_fingerprint"), "status": status,
+            "host_key_fingerprint": words[-1] if words else None, "host_key_type": host_key_type, "status": status,
             "price_per_hour": vm.get("price_per_hour"), "reused": reused}

@@ -1,0 +1,160 @@
+"""What the modules return matches their RETURN documentation, on real runs: the vm
+module on the local cloud (real sshd) and on AWS (moto's EC2, with a stand-in for the
+SSH login, which cannot reach a fake cloud's address), and the instance, instance_info
+and offers modules on the local cloud. Every documented ``returned: always`` key is
+there, every value has its documented type, and no top-level key is undocumented."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import re
+
+import pytest
+import yaml
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service as vm_service
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+
+# Keys Ansible itself gives every task result: documented by Ansible, not by each module.
+COMMON_KEYS = {"changed", "failed", "msg", "diff", "warnings", "invocation", "skipped"}
+TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict, "list": list}
+
+VM = {"name": "retspec", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
+      "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
+      "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": None, "boot_script": None}
+
+
+def return_spec(module: str):
+    return yaml.safe_load(importlib.import_module("ansible_collections.gpuprov.cloud.plugins.modules.%s"
+                                                  % module).RETURN)
+
+
+def mismatches(spec, result, where="", top=True):
+    """Every way ``result`` differs from the RETURN ``spec`` (its ``contains``), as phrases."""
+    out = []
+    for key, doc in spec.items():
+        if doc.get("returned") == "always" and key not in result:
+            out.append("%s%s: documented as returned always, missing" % (where, key))
+    for key, value in result.items():
+        if key not in spec:
+            if not (top and key in COMMON_KEYS):
+                out.append("%s%s: returned but not documented" % (where, key))
+            continue
+        out.extend(_value_mismatches(spec[key], value, where + key))
+    return out
+
+
+def _value_mismatches(doc, value, where):
+    if value is None or doc.get("type") in (None, "raw"):
+        return []
+    if not isinstance(value, TYPES[doc["type"]]) or (doc["type"] in ("int", "float") and isinstance(value, bool)):
+        return ["%s: documented as %s, returned %s %r" % (where, doc["type"], type(value).__name__, value)]
+    contains = doc.get("contains")
+    if not contains:
+        return []
+    if doc["type"] == "dict":
+        return mismatches(contains, value, where + ".", top=False)
+    out = []
+    for index, element in enumerate(value):
+        out.extend(mismatches(contains, element, "%s[%d]." % (where, index), top=False))
+    return out
+
+
+def assert_matches(module, result):
+    assert not result.get("failed"), result
+    assert mismatches(return_spec(module), result) == [], result
+
+
+def test_the_checker_finds_each_kind_of_mismatch():
+    spec = {"a": {"type": "str", "returned": "always"},
+            "b": {"type": "dict", "returned": "success", "contains": {"n": {"type": "int", "returned": "always"}}}}
+    assert mismatches(spec, {"a": "x", "b": {"n": 1}, "changed": True}) == []
+    assert mismatches(spec, {"b": {"n": True}, "extra": 1}) == [
+        "a: documented as returned always, missing", "b.n: documented as int, returned bool True",
+        "extra: returned but not documented"]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    yield tmp_path
+    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+        VmService(dict(VM, state="absent")).run()
+
+
+def test_vm_on_the_local_cloud_returns_what_its_documentation_says(home):
+    checked = VmService(dict(VM)).run(check_mode=True, diff=True)
+    assert_matches("vm", checked)
+    up = VmService(dict(VM)).run(diff=True)
+    assert_matches("vm", up)
+    # The host key fingerprint is what the documentation says: SHA256:<base64>, its type apart.
+    assert re.match(r"^SHA256:[A-Za-z0-9+/]{43}$", up["vm"]["host_key_fingerprint"]), up["vm"]
+    assert up["vm"]["host_key_type"].startswith(("ssh-", "ecdsa-"))
+    # A successful search's history carries the offer the VM came up on.
+    assert [(h["offer"], h["outcome"]) for h in up["history"]] == [("local:local:sshd", "Ready")]
+    assert_matches("vm", VmService(dict(VM)).run(check_mode=True))
+    reused = VmService(dict(VM)).run()
+    assert_matches("vm", reused)
+    assert reused["history"] == [] and reused["vm"]["host_key_fingerprint"] == up["vm"]["host_key_fingerprint"]
+    assert_matches("vm", VmService(dict(VM, state="absent")).run(check_mode=True))
+    assert_matches("vm", VmService(dict(VM, state="absent")).run())
+
+
+def test_instance_instance_info_and_offers_on_the_local_cloud(home):
+    params = {"name": "retspec", "cloud": "local", "state": "present", "cloud_options": {}, "gpu_count": 1}
+    assert_matches("offers", primitives.offers({"clouds": ["local"], "cloud_options": {}, "gpu_count": 1}))
+    assert_matches("instance", primitives.instance(dict(params), check_mode=True))
+    assert_matches("instance", primitives.instance(dict(params)))
+    try:
+        assert_matches("instance", primitives.instance(dict(params)))
+        assert_matches("instance_info", primitives.instance_info({"name": "retspec", "cloud": "local"}))
+        assert_matches("instance", primitives.instance(dict(params, state="absent"), check_mode=True))
+    finally:
+        gone = primitives.instance(dict(params, state="absent"))
+    assert_matches("instance", gone)
+
+
+# -- AWS (moto) ---------------------------------------------------------------------------------------
+
+class PinningSsh:
+    """Stands in for vm.ssh.SshChecker against a fake cloud: pins a host key for the alias as the
+    real check does, and returns what the real one returns (``<type> SHA256:<base64>``)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __call__(self, endpoint, alias):
+        del endpoint
+        key = base64.b64encode(b"\0\0\0\x0bssh-ed25519" + hashlib.sha256(alias.encode()).digest()).decode()
+        self.files.pin(alias, "ssh-ed25519", key)
+        digest = base64.b64encode(hashlib.sha256(base64.b64decode(key)).digest()).decode().rstrip("=")
+        return "ssh-ed25519 SHA256:" + digest
+
+
+def test_vm_on_aws_returns_its_zone_gpu_and_what_its_documentation_says(home, monkeypatch):
+    pytest.importorskip("boto3")
+    pytest.importorskip("moto")
+    from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as aws_fake
+
+    fake = aws_fake.shared_server()
+    creds = fake.new_account()
+    monkeypatch.setattr(vm_service.ssh, "SshChecker", PinningSsh)
+    aws = dict(creds, endpoint_url=fake.endpoint_url, regions=["us-east-1"], allowed_cidrs=["198.51.100.7/32"],
+               ami_name_filter="Deep Learning AMI Ubuntu Linux*", controller_ip_url="", poll_interval_s=0.1)
+    params = dict(VM, clouds=["aws"], gpu="T4", cloud_options={"aws": aws})
+    try:
+        up = VmService(dict(params)).run(diff=True)
+        assert_matches("vm", up)
+        vm = up["vm"]
+        assert (vm["cloud"], vm["gpu"], vm["gpu_count"]) == ("aws", "T4", 1)
+        assert vm["zone"] and vm["zone"].startswith("us-east-1"), vm
+        assert up["diff"]["after"]["zone"] == vm["zone"]
+        assert up["history"][-1]["outcome"] == "Ready"
+    finally:
+        down = VmService(dict(params, state="absent")).run()
+    assert_matches("vm", down)
+    fake.clear(account=creds["aws_access_key_id"])

@@ -10,22 +10,29 @@ name: journal
 short_description: One host per VM recorded in the gpuprov journal
 version_added: 0.1.0
 description:
-  - Reads the C(vms) projection of the SQLite journal that M(gpuprov.cloud.vm) (the C(provision) and C(down)
-    playbooks) writes, and adds one host per VM that is up (status C(running); see O(statuses)).
+  - Reads the C(vms) projection of the journal that M(gpuprov.cloud.vm) (the C(provision) and C(down)
+    playbooks) writes, SQLite or PostgreSQL, and adds one host per VM that is up (status C(running); see
+    O(statuses) and O(filters)).
   - Each host carries the connection variables that reach the VM with its pinned host key, exactly as
     C(provision) sets them after a launch (C(ansible_host), C(ansible_port), C(ansible_user),
     C(ansible_ssh_private_key_file), C(ansible_ssh_common_args) with C(UserKnownHostsFile), C(HostKeyAlias) and
     C(StrictHostKeyChecking=yes)), plus C(ansible_python_interpreter) where the VM's Python is known.
+  - The pinned host keys are the journal's. Before the hosts are added, C(known_hosts) and the ssh config in the
+    gpuprov state directory are generated from the journal (as every M(gpuprov.cloud.vm) run does), so a new
+    controller with an empty state directory (a new AWX job) reaches every VM with the key pinned for it.
   - "Hosts are grouped: C(gpuprov_vms) (every host, the group the C(provision) and C(down) playbooks act on),
     C(cloud_<cloud>), C(region_<region>), C(zone_<zone>) where the cloud has zones, and C(status_<status>);
     characters that are not valid in a group name become C(_)."
-  - Read-only. A journal that does not exist yet gives an empty inventory; nothing is created or changed.
-  - "The configuration file must be named C(gpuprov.journal.yml) or C(gpuprov.journal.yaml), or end in
-    C(.gpuprov_journal.yml) or C(.gpuprov_journal.yaml), and say C(plugin: gpuprov.cloud.journal)."
+  - The journal is only read; a journal that does not exist yet gives an empty inventory and is not created.
+  - "The configuration file must say C(plugin: gpuprov.cloud.journal) and be named C(gpuprov.yml),
+    C(gpuprov.yaml), C(gpuprov.journal.yml) or C(gpuprov.journal.yaml), or end in C(.gpuprov.yml),
+    C(.gpuprov.yaml), C(.gpuprov_journal.yml) or C(.gpuprov_journal.yaml)."
+  - An option this plugin does not know (a misspelt one) is warned about, naming the option, not ignored.
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.constructed
+  - ansible.builtin.inventory_cache
 options:
   plugin:
     description: The name of this plugin; it must be V(gpuprov.cloud.journal) for the file to be read by it.
@@ -35,18 +42,25 @@ options:
       - gpuprov.cloud.journal
   journal:
     description:
-      - Path of the journal to read. C(~) and environment variables are expanded; a relative path is relative
-        to the directory of this configuration file.
+      - The journal to read. A path is an SQLite journal; C(~) and environment variables are expanded, and a
+        relative path is relative to the directory of this configuration file. A C(postgresql://) DSN is a
+        PostgreSQL journal.
       - Defaults to E(GPUPROV_JOURNAL), else C(journal.sqlite) in the gpuprov state directory
         (E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov)), the same default as
         M(gpuprov.cloud.vm).
     type: str
+  journal_password:
+    description:
+      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
+        E(PGPASSFILE)) does not give it. Prefer the environment (an AWX credential injects it), as this file is
+        plain text.
+    type: str
   ssh_key:
     description:
       - Private key the hosts are reached with (C(ansible_ssh_private_key_file)).
-      - Defaults to the collection's own key, C(id_ed25519) in the gpuprov state directory, which is the key
-        M(gpuprov.cloud.vm) installs on every VM unless its O(gpuprov.cloud.vm#module:ssh_key) is set; set this
-        option to the same key when it was.
+      - When unset, E(GPUPROV_SSH_KEY_FILE), else the collection's own key, C(id_ed25519) in the gpuprov state
+        directory, which is the key M(gpuprov.cloud.vm) installs on every VM unless told another one; set this
+        option (or the variable) to the same key when it was.
     type: path
   statuses:
     description:
@@ -54,36 +68,77 @@ options:
       - V(running) VMs are up and reachable. V(leaked) VMs are ones whose teardown failed and may still bill;
         listing them (group C(status_leaked)) lets C(ansible-playbook gpuprov.cloud.down -i <this file>) retry
         their teardown.
+      - A C(status) key in O(filters), when set, takes the place of this option.
     type: list
     elements: str
     default: [running]
+  hostnames:
+    description:
+      - Which field of the VM names its host, in order of preference; the first one with a value is used.
+      - V(name) (the VM name, the default), V(instance_id) (the cloud's id of the VM's instance),
+        V(host_key_alias) (unique per instance), V(ssh_host) (the address SSH reaches), or V(tag:<key>) (the
+        value of one of the VM's user tags).
+      - "A VM none of whose fields has a value is left out, with a warning, as is a VM whose host name another VM
+        already has. With any other field than V(name), each host also gets C(gpuprov_name), the VM name."
+      - The C(provision) and C(down) playbooks take the VM name from the host name; use the default with them.
+    type: list
+    elements: str
+    default: [name]
+  filters:
+    description:
+      - Only the VMs that match every key; a key given a list matches any of its values.
+      - "Keys: V(cloud), V(region), V(zone), V(status), V(instance_type), V(gpu), and V(tag:<key>) (one of the VM's
+        user tags, as the C(tags) of M(gpuprov.cloud.vm) set it). Values are compared as strings."
+      - V(status) takes the place of O(statuses).
+      - An unknown key is an error that names it.
+    type: dict
+    default: {}
 notes:
-  - "The known hosts file and the key live in the gpuprov state directory of the user running Ansible, which
-    must be the one that provisioned the VMs (the journal may be elsewhere)."
+  - "With O(cache) on, the journal is read once per O(cache_timeout) and the hosts come from the cache plugin
+    (O(cache_plugin)) in between; C(--flush-cache) reads it again. A cached read does not regenerate
+    C(known_hosts): a VM launched since then is not in the cached hosts either."
+  - "The known hosts file and the ssh config are the state directory's of the user running Ansible, generated
+    from the journal on every uncached read. Under AWX, an inventory source is synced in a job of its own, so its
+    file paths do not reach later jobs: there, the job templates add the VM with C(add_host) from the journal
+    instead (see the collection's docs/awx.md)."
   - "Every host also gets C(gpuprov_journal) (the journal read) and C(gpuprov_clouds) (its cloud), so
     C(ansible-playbook gpuprov.cloud.down -i <this file>) tears down exactly these VMs, in the journal they came
     from, and C(gpuprov.cloud.provision -i <this file>) re-checks them without launching elsewhere."
   - "Other host variables, usable in O(compose), O(groups) and O(keyed_groups): C(gpuprov_cloud),
     C(gpuprov_region), C(gpuprov_zone), C(gpuprov_instance_id), C(gpuprov_instance_type), C(gpuprov_gpu),
-    C(gpuprov_gpu_count), C(gpuprov_status), C(gpuprov_stage), C(gpuprov_host_key_alias),
-    C(gpuprov_updated_at) (seconds since the epoch)."
+    C(gpuprov_gpu_count), C(gpuprov_status), C(gpuprov_stage), C(gpuprov_host_key_alias), C(gpuprov_tags) (the
+    VM's user tags, a dict) and C(gpuprov_updated_at) (seconds since the epoch)."
 """
 
 EXAMPLES = r"""
-# gpuprov.journal.yml: every running VM of the default journal
+# gpuprov.yml: every running VM of the default journal
 plugin: gpuprov.cloud.journal
 
 # Then:
-#   ansible-inventory -i gpuprov.journal.yml --graph
-#   ansible -i gpuprov.journal.yml gpuprov_vms -m ansible.builtin.ping
-#   ansible-playbook -i gpuprov.journal.yml site.yml           # your own plays on the VMs
-#   ansible-playbook gpuprov.cloud.down -i gpuprov.journal.yml  # tear them all down
+#   ansible-inventory -i gpuprov.yml --graph
+#   ansible -i gpuprov.yml gpuprov_vms -m ansible.builtin.ping
+#   ansible-playbook -i gpuprov.yml site.yml           # your own plays on the VMs
+#   ansible-playbook gpuprov.cloud.down -i gpuprov.yml  # tear them all down
 
 ---
-# team.gpuprov_journal.yml: another journal and key, extra groups from the host variables
+# team.gpuprov.yml: a shared PostgreSQL journal (password from PGPASSWORD), the team's AWS and GCP VMs only,
+# the hosts named by instance id, read at most every 5 minutes
+plugin: gpuprov.cloud.journal
+journal: postgresql://gpuprov@db.example.com/gpuprov
+ssh_key: ~/.ssh/gpuprov_ed25519
+filters:
+  cloud: [aws, gcp]
+  "tag:team": ml
+hostnames: [instance_id, name]
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/gpuprov-inventory
+cache_timeout: 300
+
+---
+# leaked.gpuprov_journal.yml: another journal, leaked VMs too, extra groups from the host variables
 plugin: gpuprov.cloud.journal
 journal: /srv/gpuprov/journal.sqlite
-ssh_key: ~/.ssh/gpuprov_ed25519
 statuses: [running, leaked]
 groups:
   gpu_hosts: gpuprov_gpu is not none
@@ -100,16 +155,23 @@ import sys
 from ansible.errors import AnsibleParserError
 from ansible.inventory.group import to_safe_group_name
 from ansible.module_utils.common.text.converters import to_native
-from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import is_dsn, shown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
 
-CONFIG_NAMES = ("gpuprov.journal.yml", "gpuprov.journal.yaml")
-CONFIG_SUFFIXES = (".gpuprov_journal.yml", ".gpuprov_journal.yaml")
+CONFIG_NAMES = ("gpuprov.yml", "gpuprov.yaml", "gpuprov.journal.yml", "gpuprov.journal.yaml")
+CONFIG_SUFFIXES = (".gpuprov.yml", ".gpuprov.yaml", ".gpuprov_journal.yml", ".gpuprov_journal.yaml")
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# The fields a host may be named by (``hostnames``), besides ``tag:<key>``.
+HOSTNAME_FIELDS = ("name", "instance_id", "host_key_alias", "ssh_host")
+# The fields ``filters`` may select on, besides ``tag:<key>``.
+FILTER_FIELDS = ("cloud", "region", "zone", "status", "instance_type", "gpu")
+TAG_PREFIX = "tag:"
 
 # The Python Ansible uses on a VM of each cloud when the journal does not record it.
 # docker: the default base image (scripts/build-base-image.sh) installs python3.
@@ -126,6 +188,61 @@ def cloud_python(cloud):
     if cloud == "local":
         return sys.executable
     return CLOUD_PYTHON.get(cloud)
+
+
+def tags_of(row):
+    """The VM's user tags as the projection's detail records them ({} when none)."""
+    detail = row.get("detail")
+    tags = detail.get("tags") if isinstance(detail, dict) else None
+    return dict(tags) if isinstance(tags, dict) else {}
+
+
+def field_value(row, field):
+    """The value of ``field`` (a projection column or ``tag:<key>``) for ``row``; None when unset."""
+    if field.startswith(TAG_PREFIX):
+        return tags_of(row).get(field[len(TAG_PREFIX):])
+    return row.get(field)
+
+
+def check_hostnames(hostnames):
+    """``hostnames`` as a list of fields; ValueError naming the bad entry."""
+    if not isinstance(hostnames, list) or not hostnames:
+        raise ValueError("hostnames: expected a non-empty list of fields among %s or tag:<key>, got %r"
+                         % (", ".join(HOSTNAME_FIELDS), hostnames))
+    for field in hostnames:
+        if not isinstance(field, str) or not (field in HOSTNAME_FIELDS or (
+                field.startswith(TAG_PREFIX) and len(field) > len(TAG_PREFIX))):
+            raise ValueError("hostnames: %r is not a field; expected one of %s or tag:<key>"
+                             % (field, ", ".join(HOSTNAME_FIELDS)))
+    return hostnames
+
+
+def check_filters(filters):
+    """``filters`` as {field: [accepted values as strings]}; ValueError naming the bad key or value."""
+    if filters is None:
+        return {}
+    if not isinstance(filters, dict):
+        raise ValueError("filters: expected a dict of field: value(s), got %s" % type(filters).__name__)
+    checked = {}
+    for key, value in filters.items():
+        if not isinstance(key, str) or not (key in FILTER_FIELDS or (
+                key.startswith(TAG_PREFIX) and len(key) > len(TAG_PREFIX))):
+            raise ValueError("filters: unknown key %r; expected one of %s or tag:<key>"
+                             % (key, ", ".join(FILTER_FIELDS)))
+        values = value if isinstance(value, list) else [value]
+        if not values or any(isinstance(v, (dict, list)) or v is None for v in values):
+            raise ValueError("filters: %s: expected a value or a non-empty list of values, got %r" % (key, value))
+        checked[key] = [str(v) for v in values]
+    return checked
+
+
+def matches(row, filters):
+    """True when ``row`` matches every key of the checked ``filters``."""
+    for key, accepted in filters.items():
+        value = field_value(row, key)
+        if value is None or str(value) not in accepted:
+            return False
+    return True
 
 
 def connection_vars(row, state_dir, key_path, python_interpreter=None):
@@ -155,16 +272,30 @@ def python_of(row, state):
     return cloud_python(row.get("cloud"))
 
 
-def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("running",)):
-    """(name, groups, variables) for every row whose status is one of ``statuses``.
+def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("running",), filters=None,
+                 hostnames=("name",), warn=lambda message: None):
+    """(host name, groups, variables) for every row whose status is one of ``statuses`` (or, when
+    ``filters`` has a ``status`` key, one of its values) and that matches the checked ``filters``;
+    each host named by the first of ``hostnames`` with a value. ``warn`` is told of each VM left out
+    for want of a (unique) host name.
 
     ``states`` maps a VM name to its journalled machine state (for the Python interpreter)."""
-    wanted = set(statuses)
+    filters = dict(filters or {})
+    wanted = set(filters.pop("status", None) or statuses)
     out = []
+    named = {}
     for row in rows:
-        if row.get("status") not in wanted:
+        if str(row.get("status")) not in wanted or not matches(row, filters):
             continue
         name = row["name"]
+        host = next((str(field_value(row, f)) for f in hostnames if field_value(row, f) not in (None, "")), None)
+        if host is None:
+            warn("VM %s has none of the hostnames fields (%s): left out" % (name, ", ".join(hostnames)))
+            continue
+        if host in named:
+            warn("VM %s would be host %s, which VM %s already is: left out" % (name, host, named[host]))
+            continue
+        named[host] = name
         groups = ["gpuprov_vms"]
         if row.get("cloud"):
             groups.append(group_name("cloud", row["cloud"]))
@@ -179,23 +310,26 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
             "gpuprov_gpu": row.get("gpu"), "gpuprov_gpu_count": row.get("gpu_count"),
             "gpuprov_status": row.get("status"), "gpuprov_stage": row.get("stage"),
             "gpuprov_host_key_alias": row.get("host_key_alias"), "gpuprov_updated_at": row.get("updated_at"),
-            "gpuprov_journal": shown(journal_path),
+            "gpuprov_tags": tags_of(row), "gpuprov_journal": shown(journal_path),
         }
+        if host != name:
+            variables["gpuprov_name"] = name
         if row.get("cloud"):
             variables["gpuprov_clouds"] = [row["cloud"]]
         connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)))
         if connection:
             variables.update(connection)
-        out.append((name, groups, variables))
+        out.append((host, groups, variables))
     return out
 
 
-def read_journal(path):
+def read_journal(path, password=None, files=None):
     """(vms rows, {name: machine state}) from the journal at ``path``; ([], {}) when it does not
     exist. Never creates a journal file; JournalError when the file is not one. A PostgreSQL
-    DSN is opened as it is (the journal refuses a database that is not one)."""
+    DSN is opened as it is (the journal refuses a database that is not one). With ``files``
+    (ssh.ControllerFiles), known_hosts and the ssh config are generated from the rows read."""
     if is_dsn(path):
-        return _read_rows(path)
+        return _read_rows(path, password, files)
     if not os.path.exists(path):
         return [], {}
     if not os.path.isfile(path):
@@ -209,13 +343,24 @@ def read_journal(path):
         # Checked before opening: the journal code would initialise an empty file as a journal.
         raise JournalError("journal: %s is not a gpuprov journal (not an SQLite database); set the journal "
                            "option to the journal's path" % path)
-    return _read_rows(path)
+    return _read_rows(path, password, files)
 
 
-def _read_rows(path):
-    journal = projection.open_journal(path)
+def _read_rows(path, password, files):
+    journal = projection.open_journal(path, password=password)
     try:
-        rows = projection.vms(journal)
+        read = {}
+
+        def rows_read():
+            read["rows"] = projection.vms(journal)
+            return read["rows"]
+
+        if files is not None:
+            # Read under the ssh config's lock, so a down that removes a VM meanwhile is not undone.
+            files.write_from_journal(rows_read)
+        else:
+            rows_read()
+        rows = read["rows"]
         states = {}
         for row in rows:
             found = journal.load(row["name"])
@@ -226,7 +371,7 @@ def _read_rows(path):
         journal.close()
 
 
-class InventoryModule(BaseInventoryPlugin, Constructable):
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     """Hosts from the gpuprov journal's vms projection."""
 
     NAME = "gpuprov.cloud.journal"
@@ -248,28 +393,70 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             configured = os.path.join(os.path.dirname(os.path.abspath(config_path)), configured)
         return os.path.abspath(configured), True
 
-    def parse(self, inventory, loader, path, cache=True):
-        super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
-        journal_path, explicit = self._journal_path(path)
-        state_dir = default_state_dir()
-        key_path = os.path.abspath(os.path.expanduser(self.get_option("ssh_key") or
-                                                      os.path.join(state_dir, "id_ed25519")))
+    def _warn_unknown_options(self, config, path):
+        unknown = sorted(str(key) for key in config if key not in self._options)
+        if unknown:
+            self.display.warning("gpuprov.cloud.journal: %s: unknown option(s) %s, ignored; the options are %s"
+                                 % (path, ", ".join(unknown), ", ".join(sorted(self._options))))
+
+    def _read(self, journal_path, state_dir, key_path):
+        """The journal's rows and states, with known_hosts and the ssh config generated from them.
+        A state directory that cannot be written is warned about; the hosts still come."""
+        password = self.get_option("journal_password")
         try:
-            rows, states = read_journal(journal_path)
+            try:
+                rows, states = read_journal(journal_path, password, ssh.ControllerFiles(state_dir, key_path))
+            except PrivateFileError as exc:
+                self.display.warning("gpuprov.cloud.journal: cannot write known_hosts and the ssh config from the "
+                                     "journal (%s): hosts are reached with the host keys already there" % exc)
+                rows, states = read_journal(journal_path, password)
         except JournalError as exc:
             raise AnsibleParserError("gpuprov.cloud.journal: %s" % to_native(exc))
-        if not is_dsn(journal_path) and not os.path.exists(journal_path):
-            message = "gpuprov.cloud.journal: no journal at %s: no VMs yet" % journal_path
-            if explicit:
-                self.display.warning(message)
-            else:
-                self.display.vvv(message)
+        return {"rows": rows, "states": states}
 
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        config = self._read_config_data(path)
+        self._warn_unknown_options(config, path)
+        try:
+            hostnames = check_hostnames(self.get_option("hostnames"))
+            filters = check_filters(self.get_option("filters"))
+        except ValueError as exc:
+            raise AnsibleParserError("gpuprov.cloud.journal: %s: %s" % (path, exc))
+        journal_path, explicit = self._journal_path(path)
+        state_dir = default_state_dir()
+        _source, key_path = ssh.key_source(self.get_option("ssh_key"), None, state_dir)
+
+        # As the aws_ec2 inventory: read the cache unless told to refresh it (cache=False: --flush-cache,
+        # meta: refresh_inventory); read the journal and update the cache when it missed or was refreshed.
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option("cache")
+        needs_update = use_cache and not cache
+        found = None
+        if use_cache and cache:
+            try:
+                found = self._cache[cache_key]
+            except KeyError:
+                needs_update = True
+        if found is None:
+            found = self._read(journal_path, state_dir, key_path)
+            if not is_dsn(journal_path) and not os.path.exists(journal_path):
+                message = "gpuprov.cloud.journal: no journal at %s: no VMs yet" % journal_path
+                if explicit:
+                    self.display.warning(message)
+                else:
+                    self.display.vvv(message)
+        if needs_update:
+            self._cache[cache_key] = found
+        self._populate(found["rows"], found["states"], state_dir, key_path, journal_path, filters, hostnames)
+
+    def _populate(self, rows, states, state_dir, key_path, journal_path, filters, hostnames):
         strict = self.get_option("strict")
         self.inventory.add_group("gpuprov_vms")
         statuses = self.get_option("statuses") or ["running"]
-        for name, groups, variables in host_entries(rows, states, state_dir, key_path, journal_path, statuses):
+        entries = host_entries(rows, states, state_dir, key_path, journal_path, statuses, filters, hostnames,
+                               warn=lambda message: self.display.warning("gpuprov.cloud.journal: %s" % message))
+        for name, groups, variables in entries:
             for group in groups:
                 self.inventory.add_group(group)
             self.inventory.add_host(name, group=groups[0])

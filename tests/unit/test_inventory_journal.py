@@ -152,6 +152,65 @@ def test_host_variables():
     assert variables["ansible_ssh_private_key_file"] == "/s/k"
 
 
+def test_hostnames_the_first_field_with_a_value_and_each_name_once():
+    rows = [_row("h1", detail={"tags": {"team": "ml"}}), _row("h2", instance_id=None),
+            _row("h3"), _row("h4", instance_id=None, ssh_host=None)]
+    warnings = []
+    entries = inv.host_entries(rows, {}, "/s", "/s/k", "/s/j", hostnames=["tag:team", "instance_id", "ssh_host"],
+                               warn=warnings.append)
+    assert [(host, variables.get("gpuprov_name")) for host, _groups, variables in entries] == [
+        ("ml", "h1"), ("127.0.0.1", "h2"), ("id-h3", "h3")]
+    assert len(warnings) == 1 and "VM h4 has none of the hostnames fields" in warnings[0]
+    same = inv.host_entries([_row("d1", instance_id="x"), _row("d2", instance_id="x")], {}, "/s", "/s/k", "/s/j",
+                            hostnames=["instance_id"], warn=warnings.append)
+    assert [host for host, _g, _v in same] == ["x"] and "VM d2 would be host x, which VM d1 already is" in warnings[-1]
+    plain = inv.host_entries([_row("n1")], {}, "/s", "/s/k", "/s/j")
+    assert plain[0][0] == "n1" and "gpuprov_name" not in plain[0][2]
+
+
+@pytest.mark.parametrize("hostnames, message", [
+    ([], "hostnames: expected a non-empty list"), (["ip"], "hostnames: 'ip' is not a field; expected one of name"),
+    (["tag:"], "hostnames: 'tag:' is not a field"), ("name", "hostnames: expected a non-empty list"),
+])
+def test_bad_hostnames_name_the_field(hostnames, message):
+    with pytest.raises(ValueError, match=message):
+        inv.check_hostnames(hostnames)
+
+
+def test_filters_by_cloud_region_status_and_tag():
+    rows = [_row("a1", cloud="aws", region="us-east-1", detail={"tags": {"team": "ml", "cost-center": 42}}),
+            _row("a2", cloud="aws", region="eu-west-1", detail={"tags": {"team": "web"}}),
+            _row("g1", cloud="gcp", region="us-east-1"),
+            _row("l1", cloud="aws", region="us-east-1", status="leaked")]
+
+    def hosts(filters, **kwargs):
+        found = inv.host_entries(rows, {}, "/s", "/s/k", "/s/j", filters=inv.check_filters(filters), **kwargs)
+        return [host for host, _g, _v in found]
+
+    assert hosts({}) == ["a1", "a2", "g1"]
+    assert hosts({"cloud": "aws"}) == ["a1", "a2"]
+    assert hosts({"cloud": ["aws", "gcp"], "region": "us-east-1"}) == ["a1", "g1"]
+    assert hosts({"tag:team": "ml"}) == ["a1"]
+    assert hosts({"tag:cost-center": 42}) == ["a1"]            # compared as strings
+    assert hosts({"tag:team": ["ml", "web"], "region": "eu-west-1"}) == ["a2"]
+    # status takes the place of statuses
+    assert hosts({"status": "leaked"}) == ["l1"]
+    assert hosts({"status": ["running", "leaked"], "cloud": "aws", "region": "us-east-1"}) == ["a1", "l1"]
+    [(_host, _groups, variables)] = inv.host_entries(rows[:1], {}, "/s", "/s/k", "/s/j")
+    assert variables["gpuprov_tags"] == {"team": "ml", "cost-center": 42}
+
+
+@pytest.mark.parametrize("filters, message", [
+    ({"colud": "aws"}, "filters: unknown key 'colud'; expected one of cloud, region"),
+    ({"cloud": []}, "filters: cloud: expected a value or a non-empty list"),
+    ({"region": {"a": 1}}, "filters: region: expected a value"),
+    (["cloud"], "filters: expected a dict of field: value"),
+])
+def test_bad_filters_name_the_key(filters, message):
+    with pytest.raises(ValueError, match=message):
+        inv.check_filters(filters)
+
+
 def test_read_journal_never_creates_one(tmp_path):
     path = tmp_path / "nowhere" / "journal.sqlite"
     assert inv.read_journal(str(path)) == ([], {})
@@ -188,7 +247,8 @@ def test_read_journal_rows_and_states(tmp_path):
 
 @pytest.mark.parametrize("name, ok", [
     ("gpuprov.journal.yml", True), ("gpuprov.journal.yaml", True), ("team.gpuprov_journal.yml", True),
-    ("x.gpuprov_journal.yaml", True), ("journal.yml", False), ("gpuprov.yml", False),
+    ("x.gpuprov_journal.yaml", True), ("gpuprov.yml", True), ("gpuprov.yaml", True), ("team.gpuprov.yml", True),
+    ("a.b.gpuprov.yaml", True), ("journal.yml", False), ("xgpuprov.yml", False), ("gpuprov.yml.bak", False),
     ("gpuprov_journal.yml.bak", False),
 ])
 def test_verify_file(tmp_path, name, ok):
@@ -357,3 +417,85 @@ def test_other_plugin_name_is_not_ours(home, ansible_inventory):
     write_journal(home / "journal.sqlite", [_row("n1")])
     proc = ansible_inventory.run(ansible_inventory.config("plugin: gpuprov.cloud.nothere\n"), "--list")
     assert "n1" not in proc.stdout
+
+
+# --- issue 15: cache, hostnames, filters, unknown options; issue 12: a fresh HOME ------
+
+def test_cache_true_really_caches_until_flushed(home, ansible_inventory, tmp_path):
+    journal = home / "journal.sqlite"
+    write_journal(journal, [_row("c1")])
+    cache_dir = tmp_path / "inventory-cache"
+    config = ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
+        "cache_connection: %s\ncache_timeout: 3600\n" % cache_dir, name="cached.gpuprov.yml")
+    listing, _err = ansible_inventory.list(config)
+    assert _members(listing, "gpuprov_vms") == ["c1"]
+    cached = list(cache_dir.iterdir())
+    assert len(cached) == 1 and "c1" in cached[0].read_text(), cached
+    # A VM launched since: the cached hosts are served, the journal is not read...
+    write_journal(journal, [_row("c2")])
+    listing, _err = ansible_inventory.list(config)
+    assert _members(listing, "gpuprov_vms") == ["c1"]
+    # ...until the cache is flushed, which reads the journal and refreshes the cache.
+    proc = ansible_inventory.run(config, "--list", "--flush-cache")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(_plain(json.loads(proc.stdout))["gpuprov_vms"]["hosts"]) == ["c1", "c2"]
+    listing, _err = ansible_inventory.list(config)
+    assert _members(listing, "gpuprov_vms") == ["c1", "c2"]
+
+
+def test_without_cache_every_read_sees_the_journal(home, ansible_inventory):
+    journal = home / "journal.sqlite"
+    write_journal(journal, [_row("u1")])
+    config = ansible_inventory.config("plugin: gpuprov.cloud.journal\n", name="plain.gpuprov.yaml")
+    assert _members(ansible_inventory.list(config)[0], "gpuprov_vms") == ["u1"]
+    write_journal(journal, [_row("u2")])
+    assert _members(ansible_inventory.list(config)[0], "gpuprov_vms") == ["u1", "u2"]
+
+
+def test_hostnames_and_filters_through_ansible_inventory(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [
+        _row("f1", cloud="aws", region="us-east-1", instance_id="i-0f1", detail={"tags": {"team": "ml"}}),
+        _row("f2", cloud="aws", region="eu-west-1", instance_id="i-0f2", detail={"tags": {"team": "web"}}),
+        _row("f3", cloud="gcp", region="us-east-1", instance_id="g-3")])
+    listing, err = ansible_inventory.list(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\nhostnames: [instance_id]\n"
+        "filters:\n  cloud: aws\n  'tag:team': [ml, ops]\n"))
+    assert _members(listing, "gpuprov_vms") == ["i-0f1"], err
+    assert listing["_meta"]["hostvars"]["i-0f1"]["gpuprov_name"] == "f1"
+    proc = ansible_inventory.run(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\nfilters:\n  clouds: aws\n"), "--list")
+    assert "filters: unknown key 'clouds'; expected one of cloud" in proc.stderr, proc.stderr
+    assert "f1" not in proc.stdout
+
+
+def test_an_unknown_option_warns_naming_it(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("w1")])
+    listing, err = ansible_inventory.list(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\nstatus: [leaked]\nsshkey: ~/.ssh/id\n"))
+    assert _members(listing, "gpuprov_vms") == ["w1"]
+    assert "unknown option(s) sshkey, status, ignored" in " ".join(err.split()), err
+
+
+def test_a_fresh_home_gets_known_hosts_and_ssh_config_from_the_journal(home, ansible_inventory, tmp_path):
+    """Another controller's journal (an AWX job's): the inventory regenerates the pinned host key and the
+    ssh config block in this empty state directory, with the key GPUPROV_SSH_KEY_FILE names."""
+    shared = tmp_path / "shared" / "journal.sqlite"
+    shared.parent.mkdir()
+    key_b64 = "AAAAC3NzaC1lZDI1NTE5AAAAIK" + "k" * 42
+    write_journal(shared, [_row("fresh1", detail={"host_key": {"type": "ssh-ed25519", "key": key_b64}}),
+                           _row("nokey1")])
+    fresh = home / "fresh-state"
+    ansible_inventory.env.update(GPUPROV_HOME=str(fresh), GPUPROV_JOURNAL=str(shared),
+                                 GPUPROV_SSH_KEY_FILE=str(tmp_path / "machine_key"))
+    listing, _err = ansible_inventory.list(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"))
+    hostvars = listing["_meta"]["hostvars"]
+    assert hostvars["fresh1"]["ansible_ssh_private_key_file"] == str(tmp_path / "machine_key")
+    assert "UserKnownHostsFile=%s " % (fresh / "known_hosts") in hostvars["fresh1"]["ansible_ssh_common_args"]
+    known = (fresh / "known_hosts").read_text()
+    assert known == "gpuprov-fresh1-0123456789ab ssh-ed25519 %s\n" % key_b64
+    config = (fresh / "ssh_config").read_text()
+    assert "Host fresh1\n" in config and "IdentityFile %s\n" % (tmp_path / "machine_key") in config
+    assert "Host nokey1" not in config      # no journalled host key: nothing to pin it to
+    for name in ("known_hosts", "ssh_config"):
+        assert oct((fresh / name).stat().st_mode & 0o777) == "0o600"

@@ -4,6 +4,10 @@ containers on the real Docker engine, the real installer, and a FAKE k3s binary
 through the installer's air-gapped paths: a URL the containers fetch from a server this
 test runs on the Docker bridge (boot route), or a controller file pushed over SSH.
 
+GPU VMs are containers of a base image with a FAKE nvidia-smi (tests/fixtures/fake-nvidia-smi)
+and no NVIDIA Container Toolkit; the toolkit comes as a FAKE package (built here with dpkg-deb
+from tests/fixtures/fake-nvidia-container-toolkit) in an air-gap bundle.
+
 Skipped, with the reason, only when no Docker engine answers. VM names are unique
 (``k3e-<hex>-...``) and every container made here is removed at the end, pass or fail.
 Stage timings read from the journal are written to build/k3s-timings/<test>.json.
@@ -11,17 +15,21 @@ Stage timings read from the journal are written to build/k3s-timings/<test>.json
 
 from __future__ import annotations
 
+import hashlib
 import http.server
+import io
 import ipaddress
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -40,6 +48,9 @@ from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FAKE_K3S = REPO / "tests" / "fixtures" / "fake-k3s"
+# A stand-in nvidia-smi (one GPU) and the tree of a stand-in NVIDIA Container Toolkit package.
+FAKE_NVIDIA_SMI = REPO / "tests" / "fixtures" / "fake-nvidia-smi"
+FAKE_TOOLKIT_TREE = REPO / "tests" / "fixtures" / "fake-nvidia-container-toolkit"
 TIMINGS = REPO / "build" / "k3s-timings"
 PREFIX = "k3e-%s" % uuid.uuid4().hex[:6]
 # The boot route's bound. A boot install takes seconds here, but a loaded CI machine has
@@ -138,6 +149,68 @@ def binaries(engine):
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def fake_gpu_image(engine):
+    """The base image plus the FAKE nvidia-smi: a container that looks like a one-GPU VM without the
+    NVIDIA Container Toolkit. Tagged by its inputs, so it is built once."""
+    base = engine.images.get(docker_mod.DEFAULT_BASE_IMAGE)
+    smi = FAKE_NVIDIA_SMI.read_bytes()
+    dockerfile = ("FROM %s\nCOPY fake-nvidia-smi /usr/local/bin/nvidia-smi\n"
+                  "RUN chmod 0755 /usr/local/bin/nvidia-smi\n" % docker_mod.DEFAULT_BASE_IMAGE).encode()
+    tag = "gpuprov/fake-gpu-base:%s" % hashlib.sha256(base.id.encode() + dockerfile + smi).hexdigest()[:16]
+    try:
+        engine.images.get(tag)
+        return tag
+    except de.docker.errors.ImageNotFound:
+        pass
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, data in (("Dockerfile", dockerfile), ("fake-nvidia-smi", smi)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True)
+    return tag
+
+
+def host_arch():
+    """k3s's name for this machine's architecture (the containers share it)."""
+    machine = platform.machine()
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
+
+
+def fake_toolkit_deb(folder):
+    """The FAKE NVIDIA Container Toolkit as a .deb (dpkg-deb on this host): installs a stand-in
+    /usr/bin/nvidia-container-runtime."""
+    if not shutil.which("dpkg-deb"):
+        pytest.skip("dpkg-deb is needed on this machine to build the fake toolkit package")
+    tree = folder / "fake-toolkit-tree"
+    shutil.copytree(FAKE_TOOLKIT_TREE, tree)
+    for path in [tree] + list(tree.rglob("*")):
+        os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    deb = folder / "fake-nvidia-container-toolkit_0.0.1-fake_all.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True,
+                   capture_output=True, timeout=60)
+    shutil.rmtree(tree)
+    return deb
+
+
+def airgap_bundle(folder):
+    """An air-gap bundle as docs/airgap.md describes it, with FAKE contents: the fake k3s as the binary,
+    placeholder bytes under the real tarball names (the fake k3s unpacks nothing), the fake toolkit package."""
+    bundle = folder / "airgap-bundle"
+    (bundle / "toolkit").mkdir(parents=True)
+    shutil.copy(FAKE_K3S, bundle / "k3s")
+    (bundle / ("k3s-airgap-images-%s.tar.zst" % host_arch())).write_bytes(
+        b"FAKE k3s air-gap images tarball (tests only)\n" + os.urandom(4096))
+    (bundle / "nvidia-device-plugin.tar").write_bytes(
+        b"FAKE NVIDIA device plugin image tarball (tests only)\n" + os.urandom(4096))
+    shutil.move(str(fake_toolkit_deb(folder)), str(bundle / "toolkit"))
+    return bundle
 
 
 class K3sRun(Ansible):
@@ -421,3 +494,95 @@ def test_local_cloud_skips_k3s_with_a_note_and_rejects_k8s_true_up_front(ansible
         assert "k3s_probe" not in up.out and "Boot check" not in up.out
     finally:
         assert ansible.playbook("down", "-e", "vm=%s" % name).rc == 0
+
+
+# Prints the node's allocatable resources, read on the VM with the admin client certificate.
+NODE_ALLOCATABLE = (
+    "python3 -c \"import json, ssl, urllib.request; tls = '/var/lib/rancher/k3s/server/tls/'; "
+    "c = ssl.create_default_context(cafile=tls + 'server-ca.crt'); "
+    "c.load_cert_chain(tls + 'client-admin.crt', tls + 'client-admin.key'); "
+    "r = urllib.request.urlopen('https://127.0.0.1:6443/api/v1/nodes', context=c, timeout=20); "
+    "print(json.dumps(json.load(r)['items'][0]['status']['allocatable']))\"")
+
+
+def sha256_file(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def test_gpu_without_toolkit_gets_it_from_the_airgap_bundle_then_gpus_are_allocatable(k3s, fake_gpu_image, tmp_path):
+    name = k3s.name("gpu")
+    bundle = airgap_bundle(tmp_path)
+    images = "k3s-airgap-images-%s.tar.zst" % host_arch()
+    airgap = {"k3s_airgap_bundle": str(bundle), "k3s_gpu_expected": True}
+    run = k3s.provision(name, "-e", json.dumps(airgap), docker={"base_image": fake_gpu_image}, url=False)
+    assert run.rc == 0, run
+    assert "air-gap bundle is a controller file" in run.out, run       # no boot route
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert [s for s, _n in seen] == ["k3s:CheckingBootInstall", "k3s:Installing", "k3s:AwaitingApi",
+                                     "k3s:FetchingKubeconfig", "k3s:Validating", "k3s:Ready"], seen
+    assert vm["stage"] == "k3s:Ready" and vm["detail"]["k3s"]["route"] == "ssh"
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["gpu"], marker["nvidia_runtime"]) == ("done", "true", "installed"), marker
+
+    # The toolkit came from the bundle's package; k3s runs with the nvidia runtime as the default.
+    status = k3s.ssh(name, "dpkg-query -W -f '${Status}\\n' fake-nvidia-container-toolkit; "
+                     "command -v nvidia-container-runtime; cat /etc/rancher/k3s/config.yaml")
+    assert "install ok installed" in status.stdout, status
+    assert "/usr/bin/nvidia-container-runtime" in status.stdout and "default-runtime: nvidia" in status.stdout
+    log = k3s.ssh(name, "cat /var/log/k3s.log").stdout
+    assert "nvidia (/usr/bin/nvidia-container-runtime)" in log, log
+
+    # The images tarball and the device plugin image are in agent/images, byte for byte, and k3s took them in.
+    sums = k3s.ssh(name, "cd /var/lib/rancher/k3s/agent/images && sha256sum %s nvidia-device-plugin.tar" % images)
+    assert sums.returncode == 0, sums
+    found = dict(reversed(line.split()) for line in sums.stdout.splitlines())
+    assert found == {images: sha256_file(bundle / images),
+                     "nvidia-device-plugin.tar": sha256_file(bundle / "nvidia-device-plugin.tar")}, found
+    assert "agent/images/%s" % images in log and "agent/images/nvidia-device-plugin.tar" in log
+    manifest = k3s.ssh(name, "cat /var/lib/rancher/k3s/server/manifests/gpuprov-nvidia-device-plugin.yaml").stdout
+    assert "imagePullPolicy: IfNotPresent" in manifest      # the bundled image, never a pull
+
+    allocatable = json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)
+    assert allocatable["nvidia.com/gpu"] == "1", allocatable
+
+    # The toolkit goes away (k3s still runs): the boot check decides push (row 3), the installer puts the
+    # toolkit back and restarts k3s so it detects the runtime again.
+    pid_before = k3s.ssh(name, "cat /var/lib/gpuprov/k3s.pid").stdout.strip()
+    removed = k3s.ssh(name, "dpkg -r fake-nvidia-container-toolkit")
+    assert removed.returncode == 0, removed
+    again = k3s.provision(name, "-e", json.dumps(airgap), docker={"base_image": fake_gpu_image}, url=False)
+    assert again.rc == 0, again
+    assert "boot check: push (row 3)" in again.out, again
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert seen[1][0] == "k3s:Installing" and "no NVIDIA Container Toolkit" in seen[1][1], seen
+    assert seen[-1][0] == "k3s:Ready", seen
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["nvidia_runtime"]) == ("done", "installed"), marker
+    pid_after = k3s.ssh(name, "cat /var/lib/gpuprov/k3s.pid").stdout.strip()
+    assert pid_after and pid_after != pid_before, (pid_before, pid_after)
+    assert json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)["nvidia.com/gpu"] == "1"
+
+
+def test_gpu_without_toolkit_and_no_way_to_install_it_fails_saying_why(k3s, fake_gpu_image):
+    name = k3s.name("notk")
+    # NVIDIA's repository stands in as a folder of the binary server that has nothing: every download is a 404.
+    repo = k3s.binaries.url.rsplit("/", 1)[0] + "/no-toolkit-here"
+    extra = {"k3s_nvidia_toolkit_repo": repo, "k3s_gpu_expected": True, "k3s_install_retries": 0}
+    run = k3s.provision(name, "-e", json.dumps(extra), docker={"base_image": fake_gpu_image})
+    assert run.rc != 0, run
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    why = "cannot download %s/gpgkey" % repo
+    # the boot install failed on the toolkit, the SSH install too, and both say why
+    assert seen[1][0] == "k3s:Installing" and "the boot install failed" in seen[1][1], k3s.boot_report(name, events)
+    assert why in seen[1][1], seen
+    assert (vm["status"], vm["stage"]) == ("running", "k3s:Failed"), vm
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["route"]) == ("failed", "ssh"), marker
+    assert "adding NVIDIA's toolkit apt repository" in marker["error"] and why in marker["error"], marker
+    assert why in run.out, run
+    # nothing was deployed that cannot work: no k3s binary, no device plugin manifest
+    left = k3s.ssh(name, "ls /usr/local/bin/k3s /var/lib/rancher/k3s/server/manifests 2>&1")
+    assert "No such file" in left.stdout, left

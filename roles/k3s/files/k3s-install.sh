@@ -11,6 +11,12 @@
 #
 # Where k3s comes from (first that is set):
 #   GPUPROV_K3S_BINARY      a k3s binary already on this host (air-gapped: the role copies it here)
+#   GPUPROV_K3S_AIRGAP_DIR  an air-gap bundle on this host (the role pushes k3s_airgap_bundle here):
+#                           the binary (k3s, or the release's k3s-arm64/k3s-armhf), the images tarball
+#                           k3s-airgap-images-<arch>.tar.zst (or .tar.gz, .tar) and, for GPUs, the NVIDIA
+#                           device plugin image (a *device-plugin*.tar from docker save), all copied to
+#                           /var/lib/rancher/k3s/agent/images, and optionally toolkit/*.deb (the NVIDIA
+#                           Container Toolkit's packages). See docs/airgap.md.
 #   GPUPROV_K3S_BINARY_URL  a URL of a k3s binary (air-gapped mirror); GPUPROV_K3S_BINARY_SHA256 checks it
 #   otherwise               the official install script (GPUPROV_K3S_INSTALL_SCRIPT_URL, default
 #                           https://get.k3s.io) and release (GPUPROV_K3S_VERSION, default: stable channel)
@@ -19,7 +25,13 @@
 #   GPUPROV_K3S_SANS         extra API certificate SANs, comma or space separated
 #   GPUPROV_K3S_METADATA     auto | off: add the public IPv4 from the EC2/GCE metadata service
 #                            (auto asks only where the DMI data says EC2 or Google)
-#   GPUPROV_K3S_GPU          auto | true | false: configure the NVIDIA runtime and device plugin
+#   GPUPROV_K3S_GPU          auto | true | false: configure the NVIDIA runtime and device plugin. A GPU host
+#                            without the NVIDIA Container Toolkit gets it (from the air-gap bundle's packages,
+#                            else NVIDIA's apt repository), then k3s is restarted so it detects the nvidia
+#                            runtime; when it cannot be installed the install fails, saying why. default-runtime
+#                            (nvidia as every pod's runtime) needs k3s v1.29.0+k3s1 or later: older fails.
+#   GPUPROV_K3S_TOOLKIT_REPO NVIDIA's toolkit apt repository (default https://nvidia.github.io/libnvidia-container;
+#                            a mirror with the same layout: gpgkey, stable/deb/nvidia-container-toolkit.list)
 #   GPUPROV_K3S_DEVICE_PLUGIN_IMAGE  (default nvcr.io/nvidia/k8s-device-plugin:v0.17.0)
 #   GPUPROV_K3S_PORT         API port (default 6443)
 #   GPUPROV_K3S_NODE_NAME    node name (default: the hostname)
@@ -54,6 +66,11 @@ LOCK_WAIT="${GPUPROV_K3S_LOCK_WAIT:-900}"
 START_WAIT="${GPUPROV_K3S_START_WAIT:-120}"
 GPU_MODE="${GPUPROV_K3S_GPU:-auto}"
 PLUGIN_IMAGE="${GPUPROV_K3S_DEVICE_PLUGIN_IMAGE:-nvcr.io/nvidia/k8s-device-plugin:v0.17.0}"
+AIRGAP_DIR="${GPUPROV_K3S_AIRGAP_DIR:-}"
+TOOLKIT_REPO="${GPUPROV_K3S_TOOLKIT_REPO:-https://nvidia.github.io/libnvidia-container}"
+IMAGES_DIR=/var/lib/rancher/k3s/agent/images
+TOOLKIT_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+TOOLKIT_APT_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 
 STARTED_AT=$(date +%s)
 STEP="starting"
@@ -172,14 +189,106 @@ case "$GPU_MODE" in
     false|no|0) GPU=false ;;
     *) GPU=$gpu_seen ;;
 esac
-if [ "$GPU" = true ]; then
+
+# --- the air-gap bundle -------------------------------------------------------------------
+case "$(uname -m)" in
+    x86_64|amd64) ARCH=amd64; RELEASE_BINARY=k3s ;;
+    aarch64|arm64) ARCH=arm64; RELEASE_BINARY=k3s-arm64 ;;
+    armv7*|armhf|arm) ARCH=arm; RELEASE_BINARY=k3s-armhf ;;
+    *) ARCH=$(uname -m); RELEASE_BINARY="k3s-$ARCH" ;;
+esac
+AIRGAP_IMAGES=""
+if [ -n "$AIRGAP_DIR" ]; then
+    STEP="checking the air-gap bundle $AIRGAP_DIR"
+    [ -d "$AIRGAP_DIR" ] || fail "GPUPROV_K3S_AIRGAP_DIR: $AIRGAP_DIR is not a folder"
+    for f in "$AIRGAP_DIR/k3s-airgap-images-$ARCH.tar.zst" "$AIRGAP_DIR/k3s-airgap-images-$ARCH.tar.gz" \
+             "$AIRGAP_DIR/k3s-airgap-images-$ARCH.tar"; do
+        if [ -f "$f" ]; then AIRGAP_IMAGES="$AIRGAP_IMAGES $f"; fi
+    done
+    [ -n "$AIRGAP_IMAGES" ] || fail "the air-gap bundle has no k3s-airgap-images-$ARCH.tar.zst (or .tar.gz, .tar)" \
+        "for this $(uname -m) host; without it pause and CoreDNS cannot start offline"
+    plugin_images=""
+    for f in "$AIRGAP_DIR"/*device-plugin*.tar "$AIRGAP_DIR"/*device-plugin*.tar.gz \
+             "$AIRGAP_DIR"/*device-plugin*.tar.zst; do
+        if [ -f "$f" ]; then plugin_images="$plugin_images $f"; fi
+    done
+    if [ "$GPU" = true ] && [ -z "$plugin_images" ]; then
+        fail "the air-gap bundle has no NVIDIA device plugin image (a *device-plugin*.tar: docker save" \
+            "$PLUGIN_IMAGE); without it the device plugin cannot start offline"
+    fi
+    AIRGAP_IMAGES="$AIRGAP_IMAGES $plugin_images"
+    if [ -z "${GPUPROV_K3S_BINARY:-}" ]; then
+        for f in "$AIRGAP_DIR/$RELEASE_BINARY" "$AIRGAP_DIR/k3s"; do
+            if [ -f "$f" ]; then GPUPROV_K3S_BINARY=$f; break; fi
+        done
+        [ -n "${GPUPROV_K3S_BINARY:-}" ] || fail "the air-gap bundle has no k3s binary ($RELEASE_BINARY or k3s)"
+    fi
+fi
+
+# --- GPU: the NVIDIA Container Toolkit (k3s detects its nvidia runtime when it starts) ------
+toolkit_runtime() {  # the toolkit's runtime, where k3s looks for it
     for candidate in nvidia-container-runtime /usr/bin/nvidia-container-runtime \
                      /usr/local/nvidia/toolkit/nvidia-container-runtime; do
-        if command -v "$candidate" >/dev/null 2>&1; then NVIDIA_RUNTIME=present; break; fi
+        if command -v "$candidate" >/dev/null 2>&1; then return 0; fi
     done
-    if [ "$NVIDIA_RUNTIME" != present ]; then
-        NVIDIA_RUNTIME=missing
-        say "warning: GPU found but no nvidia-container-runtime (install the NVIDIA Container Toolkit); pods will not see GPUs"
+    return 1
+}
+
+install_toolkit() {  # from the air-gap bundle's packages, else NVIDIA's apt repository
+    if [ -n "$AIRGAP_DIR" ]; then
+        STEP="installing the NVIDIA Container Toolkit from the air-gap bundle's packages ($AIRGAP_DIR/toolkit)"
+        ls "$AIRGAP_DIR"/toolkit/*.deb >/dev/null 2>&1 \
+            || fail "this VM has a GPU but no NVIDIA Container Toolkit, and the air-gap bundle has no" \
+                "toolkit/*.deb to install it from"
+        command -v dpkg >/dev/null 2>&1 || fail "the bundle's toolkit packages are .deb files but this host has no dpkg"
+        if ! dpkg -i "$AIRGAP_DIR"/toolkit/*.deb >"$WORK/toolkit.log" 2>&1; then
+            fail "dpkg -i of the bundle's toolkit packages failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
+        fi
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 \
+        || fail "this VM has a GPU but no NVIDIA Container Toolkit, and no apt-get to install it from NVIDIA's" \
+            "repository (use an image with nvidia-container-toolkit, or an air-gap bundle with its packages)"
+    STEP="adding NVIDIA's toolkit apt repository $TOOLKIT_REPO"
+    fetch "$TOOLKIT_REPO/gpgkey" "$WORK/toolkit.gpgkey" || fail "cannot download $TOOLKIT_REPO/gpgkey"
+    fetch "$TOOLKIT_REPO/stable/deb/nvidia-container-toolkit.list" "$WORK/toolkit.list" \
+        || fail "cannot download $TOOLKIT_REPO/stable/deb/nvidia-container-toolkit.list"
+    mkdir -p "$(dirname "$TOOLKIT_KEYRING")"
+    keyring=$TOOLKIT_KEYRING
+    if command -v gpg >/dev/null 2>&1; then
+        gpg --batch --yes --dearmor -o "$WORK/keyring" "$WORK/toolkit.gpgkey" \
+            || fail "gpg --dearmor of $TOOLKIT_REPO/gpgkey failed"
+    else
+        keyring="${TOOLKIT_KEYRING%.gpg}.asc"   # apt reads armored keys named .asc
+        cp "$WORK/toolkit.gpgkey" "$WORK/keyring"
+    fi
+    install_file "$WORK/keyring" "$keyring" 0644 || true
+    sed "s#^deb \(https\{0,1\}://\)#deb [signed-by=$keyring] \1#" "$WORK/toolkit.list" >"$WORK/toolkit.sources"
+    grep -q "^deb \[signed-by=" "$WORK/toolkit.sources" \
+        || fail "$TOOLKIT_REPO/stable/deb/nvidia-container-toolkit.list has no deb line"
+    install_file "$WORK/toolkit.sources" "$TOOLKIT_APT_LIST" 0644 || true
+    STEP="installing nvidia-container-toolkit with apt-get"
+    # DPkg::Lock::Timeout: wait for a boot-time apt run (cloud-init's) to finish.
+    if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update >"$WORK/toolkit.log" 2>&1; then
+        fail "apt-get update failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y nvidia-container-toolkit \
+            >"$WORK/toolkit.log" 2>&1; then
+        fail "apt-get install nvidia-container-toolkit failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
+    fi
+}
+
+if [ "$GPU" = true ]; then
+    if toolkit_runtime; then
+        NVIDIA_RUNTIME=present
+    else
+        say "GPU found but no nvidia-container-runtime: installing the NVIDIA Container Toolkit"
+        install_toolkit
+        toolkit_runtime || fail "the NVIDIA Container Toolkit was installed but no nvidia-container-runtime" \
+            "is on PATH or in /usr/local/nvidia/toolkit"
+        NVIDIA_RUNTIME=installed
+        CHANGED=true
+        RESTART=true   # k3s detects the nvidia runtime only when it starts
     fi
 fi
 
@@ -273,7 +382,26 @@ EOF
     fi
 fi
 [ -x "$BIN" ] || fail "$BIN is missing after the install"
+if [ "$GPU" = true ]; then
+    # default-runtime (k3s #8936, on servers #9027) arrived in v1.29.0+k3s1.
+    STEP="checking the k3s version takes default-runtime"
+    k3s_release=$("$BIN" --version 2>/dev/null | head -n 1)
+    major_minor=$(printf '%s\n' "$k3s_release" | sed -n 's/^k3s version v\([0-9][0-9]*\)\.\([0-9][0-9]*\)\..*/\1 \2/p')
+    if [ -n "$major_minor" ] && [ "${major_minor%% *}" -eq 1 ] && [ "${major_minor##* }" -lt 29 ]; then
+        fail "$k3s_release is older than v1.29.0+k3s1, the first k3s whose servers take default-runtime" \
+            "(set k3s_version)"
+    fi
+fi
 echo "$SOURCE $(sha256 "$BIN")" >"$SOURCE_FILE.new" && mv -f "$SOURCE_FILE.new" "$SOURCE_FILE"
+
+# --- air-gap images: k3s imports every tarball in agent/images when it starts ------------
+if [ -n "$AIRGAP_IMAGES" ]; then
+    STEP="placing the air-gap images in $IMAGES_DIR"
+    mkdir -p "$IMAGES_DIR"
+    for f in $AIRGAP_IMAGES; do
+        if install_file "$f" "$IMAGES_DIR/$(basename "$f")" 0644; then RESTART=true; fi
+    done
+fi
 
 # --- config.yaml, rendered from the SAN list --------------------------------------------
 STEP="rendering $CONFIG"
@@ -287,7 +415,7 @@ STEP="rendering $CONFIG"
         printf '%s\n' "$SANS" | tr ',' '\n' | sed 's/^\(.*\)$/  - "\1"/'
     fi
     if [ "$GPU" = true ]; then
-        if [ "$NVIDIA_RUNTIME" = present ]; then echo "default-runtime: nvidia"; fi
+        echo "default-runtime: nvidia"
         echo "node-label:"
         echo "  - \"gpuprov.cloud/gpu=true\""
     fi
@@ -326,6 +454,7 @@ spec:
       containers:
         - name: nvidia-device-plugin-ctr
           image: $PLUGIN_IMAGE
+          imagePullPolicy: IfNotPresent
           env:
             - name: FAIL_ON_INIT_ERROR
               value: "false"

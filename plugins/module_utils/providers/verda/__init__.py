@@ -44,8 +44,8 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, ProviderError, ResourceRequest,
-    SshEndpoint, Status, validate_vm_name,
+    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, ProviderError,
+    ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.verda import (
     DEFAULT_IMAGE, OPTIONS,
@@ -287,6 +287,16 @@ class VerdaProvider(TypedOptionsProvider):
                 location=Location(self.name, str(inst.get("location") or location.region)),
                 journal_id=catalog.journal_of(inst.get("description"))), inst))
         return found
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: every listing is account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Instances with gpuprov's description, and at ANY_REGION or global the gpuprov keys and scripts (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda.owned import list_owned
+        return list_owned(self, location)
 
     def _delete_one(self, instance_id: str) -> None:
         try:

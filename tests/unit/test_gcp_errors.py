@@ -18,10 +18,12 @@ ZONE_MSG = ("The zone 'projects/p/zones/us-central1-a' does not have enough reso
             "fulfill the request.  '(resource type:compute)'.")
 
 
-def op_item(code, message="", metric=None, limit=None):
+def op_item(code, message="", metric=None, limit=None, reason=None):
     item = {"code": code, "message": message}
     if metric or limit:
         item["quota_metric"], item["quota_limit"] = metric, limit
+    if reason:
+        item["error_reason"] = reason
     return item
 
 
@@ -44,6 +46,13 @@ ROWS = [
     ("unsupported-operation", 400, [op_item("UNSUPPORTED_OPERATION", "preempted during creation")], "",
      K.CAPACITY, BlockScope.OFFER),
     ("resource-not-found-op", 404, [op_item("RESOURCE_NOT_FOUND", "gone")], "", K.CAPACITY, BlockScope.OFFER),
+    ("resource-not-found-accelerator", 404, [op_item("RESOURCE_NOT_FOUND", "The resource 'projects/p/zones/z/"
+                                                     "acceleratorTypes/nvidia-l4' was not found")], "",
+     K.CAPACITY, BlockScope.OFFER),
+    ("stockout-error-info", 503, [op_item("SOMETHING_NEW", "no luck", reason="resource_availability")], "",
+     K.CAPACITY, BlockScope.OFFER),
+    ("stockout-error-info-upper", None, [op_item("SOMETHING_NEW", "no luck", reason="RESOURCE_AVAILABILITY")], "",
+     K.CAPACITY, BlockScope.OFFER),
     ("capacity-by-message", None, [op_item("SOMETHING_NEW", ZONE_MSG)], "", K.CAPACITY, BlockScope.OFFER),
     ("capacity-unavailable-message", None,
      [op_item("SOMETHING_NEW", "A a3-highgpu-8g VM instance is currently unavailable in the us-east4-c zone.")], "",
@@ -57,8 +66,17 @@ ROWS = [
     ("quota-all-regions-message", 403, [op_item("QUOTA_EXCEEDED",
                                                 "Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 0.0 globally.")], "",
      K.QUOTA, BlockScope.CLOUD),
-    ("quota-all-regions-http", 403, [http_item("quotaExceeded", "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 1.0 globally.")],
+    ("quota-all-regions-http", 403,
+     [http_item("quotaExceeded", "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 1.0 globally.")], "",
+     K.QUOTA, BlockScope.CLOUD),
+    ("quota-cpus-all-regions-message", 403, [op_item("QUOTA_EXCEEDED",
+                                                     "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 32.0 globally.")],
      "", K.QUOTA, BlockScope.CLOUD),
+    ("quota-cpus-all-regions-metric", 403, [op_item("QUOTA_EXCEEDED", "Quota exceeded.",
+                                                    metric="compute.googleapis.com/cpus_all_regions")], "",
+     K.QUOTA, BlockScope.CLOUD),
+    ("quota-cpus-all-regions-http", 403, [http_item("quotaExceeded", "Quota 'CPUS_ALL_REGIONS' exceeded. Limit: 24.0 "
+                                                    "globally.")], "", K.QUOTA, BlockScope.CLOUD),
     ("quota-regional-gpu", 403, [op_item("QUOTA_EXCEEDED", "Quota 'NVIDIA_A100_GPUS' exceeded.  Limit: 0.0 in region "
                                          "us-central1.", metric="compute.googleapis.com/nvidia_a100_gpus")], "",
      K.QUOTA, BlockScope.REGION),
@@ -125,6 +143,24 @@ def test_classification_row(status, items, message, kind, block):
     assert err.kind == kind
     assert err.block_scope == block
     assert err.msg.startswith(("gcp instances.insert", "project: gcp instances.insert"))
+
+
+MISSING = [
+    ("network", "projects/p/global/networks/no-such-vpc"),
+    ("network", "projects/p/regions/us-central1/subnetworks/no-such-subnet"),
+    ("image_family", "projects/ubuntu-os-accelerator-images/global/images/family/no-such-family"),
+    ("image_family", "projects/p/global/images/gone-v1"),
+    ("firewall", "projects/p/global/firewalls/gpuprov-x"),
+]
+
+
+@pytest.mark.parametrize("field,path", MISSING)
+@pytest.mark.parametrize("status,item", [(404, op_item), (None, op_item), (404, http_item)])
+def test_missing_configuration_is_a_bad_request_naming_it(field, path, status, item):
+    code = "RESOURCE_NOT_FOUND" if item is op_item else "notFound"
+    err = classify(status, [item(code, "The resource '%s' was not found" % path)], "", where="gcp instances.insert")
+    assert (err.kind, err.block_scope) == (K.INVALID_REQUEST, None)
+    assert err.msg.startswith("%s: %s does not exist" % (field, path))
 
 
 def test_project_not_found_names_the_field():
@@ -198,6 +234,34 @@ def test_from_operation_reads_json_shaped_errors():
     status, items, _message = from_operation(Op)
     assert status == 503 and items[0]["quota_metric"] == "m"
     assert classify_operation(Op).kind == K.CAPACITY
+
+
+STOCKOUT_DETAILS = [
+    {"errorInfo": {"reason": "resource_availability", "domain": "compute.googleapis.com",
+                   "metadatas": {"zone": "us-central1-a", "vmType": "a3-highgpu-8g"}}},
+    {"localizedMessage": {"locale": "en-US", "message": "A a3-highgpu-8g VM instance is currently unavailable "
+                                                        "in the us-central1-a zone."}},
+]
+
+
+@pytestmark_sdk
+def test_from_operation_reads_the_stockout_error_info():
+    proto = compute_v1.Operation(
+        name="operation-3", status=compute_v1.Operation.Status.DONE, http_error_status_code=503,
+        error=compute_v1.Error(errors=[compute_v1.Errors(
+            code="SOMETHING_NEW", message="odd", error_details=[compute_v1.ErrorDetails(
+                error_info=compute_v1.ErrorInfo(reason="resource_availability", domain="compute.googleapis.com",
+                                                metadatas={"zone": "us-central1-a"}))])]))
+
+    class Op:  # the same, dict-shaped
+        http_error_status_code = 503
+        http_error_message = "SERVICE UNAVAILABLE"
+
+        class error:
+            errors = [{"code": "SOMETHING_NEW", "message": "odd", "errorDetails": STOCKOUT_DETAILS}]
+    for op in (proto, Op):
+        assert from_operation(op)[1][0]["error_reason"] == "resource_availability"
+        assert (classify_operation(op).kind, classify_operation(op).block_scope) == (K.CAPACITY, BlockScope.OFFER)
 
 
 @pytestmark_sdk

@@ -12,11 +12,16 @@ fed to :func:`classify`, a pure function with one rule a row:
 =====================================================  ===========================
 code / reason (any item) or HTTP status                kind (block)
 =====================================================  ===========================
+RESOURCE_NOT_FOUND (operation) or 404 naming a         InvalidRequest (names it)
+missing network, subnetwork, image or firewall
 ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS],           Capacity (offer)
+errorInfo.reason resource_availability,
 RESOURCE_NOT_AVAILABLE, insufficientCapacity,
-UNSUPPORTED_OPERATION, RESOURCE_NOT_FOUND (operation),
+UNSUPPORTED_OPERATION, RESOURCE_NOT_FOUND (anything
+else: SkyPilot sees it as a zone stockout),
 message "does not have enough resources available"
-QUOTA_EXCEEDED / quotaExceeded, metric GPUS_ALL_REGIONS Quota (cloud)
+QUOTA_EXCEEDED / quotaExceeded, a project-wide metric  Quota (cloud)
+(GPUS_ALL_REGIONS, CPUS_ALL_REGIONS: ``*_ALL_REGIONS``)
 QUOTA_EXCEEDED / quotaExceeded, any other metric       Quota (region)
 rateLimitExceeded, userRateLimitExceeded,              Transient
 RESOURCE_OPERATION_RATE_EXCEEDED, RESOURCE_NOT_READY,
@@ -74,13 +79,23 @@ TRANSIENT_EXCEPTIONS = frozenset((
 CREDENTIAL_EXCEPTIONS = frozenset(("DefaultCredentialsError", "RefreshError", "MalformedError"))
 
 _PROJECT_NOT_FOUND = re.compile(r"'projects/[^/'\s]+' was not found")
-_GLOBAL_GPU_QUOTA = re.compile(r"gpus[_-]all[_-]regions", re.I)
+# Quotas that count the whole project, whichever region asks (GPUS_ALL_REGIONS, CPUS_ALL_REGIONS).
+_PROJECT_WIDE_QUOTA = re.compile(r"\w[_-]all[_-]regions", re.I)
+# A missing piece of our own configuration, by the path in "The resource '<path>' was not found":
+# the field to fix. Anything else not found (an accelerator type, the instance) is the zone's.
+_MISSING_CONFIG = (
+    (re.compile(r"'(projects/[^'\s]*/(?:global/networks|regions/[^/'\s]+/subnetworks)/[^'\s]*)'"), "network"),
+    (re.compile(r"'(projects/[^'\s]*/global/images/[^'\s]*)'"), "image_family"),
+    (re.compile(r"'(projects/[^'\s]*/global/firewalls/[^'\s]*)'"), "firewall"),
+)
+RESOURCE_AVAILABILITY = "resource_availability"  # errorInfo.reason of a zone stockout (any case)
 
 
 def classify(status: Optional[int], items: Iterable[Mapping[str, Any]], message: str = "",
              where: str = "gcp") -> ProviderError:
-    """Map an HTTP status, the error items (``reason`` or ``code``, ``message``,
-    optional ``quota_metric`` / ``quota_limit``) and the top message to a ProviderError."""
+    """Map an HTTP status, the error items (``reason`` or ``code``, ``message``, optional
+    ``quota_metric`` / ``quota_limit`` and ``error_reason`` from ``errorDetails``) and the top
+    message to a ProviderError."""
     items = [dict(i) for i in items]
     codes = {str(i.get("code") or i.get("reason") or "") for i in items} | {
         str(i.get("reason") or "") for i in items}
@@ -95,11 +110,18 @@ def classify(status: Optional[int], items: Iterable[Mapping[str, Any]], message:
     def err(kind, block=None):
         return ProviderError(kind, summary, block)
 
-    if codes & CAPACITY_CODES or any(m in text for m in CAPACITY_MESSAGES):
+    if "RESOURCE_NOT_FOUND" in codes or "notFound" in codes or status == 404:
+        for pattern, field in _MISSING_CONFIG:
+            missing = pattern.search(text)
+            if missing:
+                return ProviderError(ErrorKind.INVALID_REQUEST, "%s: %s does not exist (%s)"
+                                     % (field, missing.group(1), summary))
+    reasons = {str(i.get("error_reason") or "").lower() for i in items}
+    if codes & CAPACITY_CODES or RESOURCE_AVAILABILITY in reasons or any(m in text for m in CAPACITY_MESSAGES):
         return err(ErrorKind.CAPACITY)
     if codes & QUOTA_CODES:
         metrics = " ".join(str(i.get(k) or "") for i in items for k in ("quota_metric", "quota_limit"))
-        if _GLOBAL_GPU_QUOTA.search(metrics + " " + text):
+        if _PROJECT_WIDE_QUOTA.search(metrics + " " + text):
             return err(ErrorKind.QUOTA, BlockScope.CLOUD)
         return err(ErrorKind.QUOTA, BlockScope.REGION)
     if codes & TRANSIENT_CODES:
@@ -130,13 +152,17 @@ def _item_from_obj(obj: Any) -> Dict[str, Any]:
         item = {"code": getattr(obj, "code", ""), "message": getattr(obj, "message", "")}
         details = list(getattr(obj, "error_details", None) or [])
     for detail in details:
-        quota = detail.get("quotaInfo") if isinstance(detail, Mapping) else getattr(detail, "quota_info", None)
-        if not quota:
-            continue
-        if isinstance(quota, Mapping):
-            item["quota_metric"], item["quota_limit"] = quota.get("metricName"), quota.get("limitName")
+        if isinstance(detail, Mapping):
+            quota, info = detail.get("quotaInfo"), detail.get("errorInfo")
         else:
-            item["quota_metric"], item["quota_limit"] = quota.metric_name, quota.limit_name
+            quota, info = getattr(detail, "quota_info", None), getattr(detail, "error_info", None)
+        if quota:
+            if isinstance(quota, Mapping):
+                item["quota_metric"], item["quota_limit"] = quota.get("metricName"), quota.get("limitName")
+            else:
+                item["quota_metric"], item["quota_limit"] = quota.metric_name, quota.limit_name
+        if info:
+            item["error_reason"] = info.get("reason") if isinstance(info, Mapping) else info.reason
     return item
 
 

@@ -26,7 +26,7 @@ description:
     anything else.
   - While it removes a VM name's orphans it holds the lease of that VM's journal row, when there is one, so a
     provision of the same name waits for it; and before each step it checks that no run of the name has come to
-    own the location meanwhile (it then stops, and reports the resources in RV(failed)).
+    own the location meanwhile (it then stops, and reports the resources in RV(not_removed)).
   - Reports what it found and removed by cloud, region and id, with the hourly price where the cloud's listing
     reports one, and the total cost per hour of each category.
 author:
@@ -100,7 +100,7 @@ options:
   teardown_timeout:
     description:
       - Seconds a VM name's instances may take to be gone before its teardown is declared C(Leaked) (reported in
-        RV(failed); the next O(state=absent) run retries it). Unset means 600.
+        RV(not_removed); the next O(state=absent) run retries it). Unset means 600.
     type: int
 notes:
   - "Run it where the journal is, normally the controller (C(delegate_to: localhost)); the C(gpuprov.cloud.sweep)
@@ -206,8 +206,10 @@ removed:
   returned: always
   type: list
   elements: dict
-failed:
-  description: The resources whose teardown did not end C(Done), each with an C(error) saying why.
+not_removed:
+  description:
+    - The resources chosen for removal whose teardown did not end C(Done), each with an C(error) saying why (the task
+      then fails).
   returned: always
   type: list
   elements: dict
@@ -252,6 +254,12 @@ errors:
   returned: always
   type: list
   elements: dict
+callouts:
+  description: One line per orphan, naming its cloud, region, kind, id, VM name, hourly price and why it is one.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ORPHAN local/local instance local-0123456789ab of VM lost (0 $/h): this journal has no row for lost"]
 table:
   description: A printable table (category, cloud/region, kind, id, VM, status, price, action), the total per
     hour of each category, and the listings that failed.
@@ -276,7 +284,7 @@ def _message(result, remove):
         len(result["orphans"]), result["cost_per_hour"]["orphan"], len(result["foreign"]), len(result["legacy"]),
         len(result["owned"]))
     if remove:
-        msg += "; removed %d, failed %d" % (len(result["removed"]), len(result["failed"]))
+        msg += "; removed %d, not removed %d" % (len(result["removed"]), len(result["not_removed"]))
     return msg
 
 
@@ -318,9 +326,9 @@ def main():
     else:
         changed = params["state"] == "absent" and bool(result["would_remove"])
     msg = _message(result, remove)
-    if remove and result["failed"]:
+    if remove and result["not_removed"]:
         module.fail_json(msg=msg + ": " + "; ".join("%s/%s %s: %s" % (e["cloud"], e["region"], e["id"], e["error"])
-                                                    for e in result["failed"]), changed=changed, **result)
+                                                    for e in result["not_removed"]), changed=changed, **result)
     module.exit_json(changed=changed, msg=msg, **result)
 
 

@@ -249,7 +249,7 @@ def test_a_dry_run_names_every_kind_and_changes_nothing(world):
 def test_removal_takes_exactly_the_orphans(world):
     ids = _planted(world)
     result = world.sweep(remove=True)
-    assert [e["id"] for e in result["removed"]] == [ids["orphan"]] and result["failed"] == []
+    assert [e["id"] for e in result["removed"]] == [ids["orphan"]] and result["not_removed"] == []
     left = {resource_id for _name, resource_id, _kind, _status in world.listing()}
     assert left == {ids["kept"], ids["legacy"], ids["foreign"]}
     row = world.journal.load("sweep:lost")
@@ -272,7 +272,7 @@ def test_a_provision_that_owns_the_name_meanwhile_stops_the_removal(world):
     entries = sweeper.find()["entries"]
     world.journal_ready("lost", ids["orphan"])   # a run of the name adopted it since the listing
     outcome = sweeper.remove(entries)
-    assert outcome["removed"] == [] and "not removed" in outcome["failed"][0]["error"]
+    assert outcome["removed"] == [] and "not removed" in outcome["not_removed"][0]["error"]
     assert ids["orphan"] in {resource_id for _n, resource_id, _k, _s in world.listing()}
 
 

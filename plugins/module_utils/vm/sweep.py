@@ -226,11 +226,18 @@ def describe(owned: Owned, category: str, why: str) -> Dict[str, Any]:
 
 def cost_per_hour(entries: List[Dict[str, Any]]) -> float:
     """The summed hourly price of the instances among ``entries`` whose cloud reports one."""
-    return round(sum(e["price_per_hour"] or 0.0 for e in entries if e["kind"] == ResourceKind.INSTANCE), 6)
+    return round(float(sum(e["price_per_hour"] or 0.0 for e in entries if e["kind"] == ResourceKind.INSTANCE)), 6)
 
 
 def _price(value: Optional[float]) -> str:
     return "-" if value is None else ("%.4f" % value).rstrip("0").rstrip(".") or "0"
+
+
+def callouts(orphans: List[Dict[str, Any]]) -> List[str]:
+    """One line per orphan, for people (the status playbook prints them)."""
+    return ["ORPHAN %s/%s %s %s of VM %s (%s $/h): %s" % (
+        e["cloud"], e.get("zone") or e["region"], e["kind"], e["id"], e["vm_name"], _price(e["price_per_hour"]),
+        e["why"]) for e in orphans]
 
 
 def format_table(entries: List[Dict[str, Any]], totals: Dict[str, float]) -> List[str]:
@@ -434,7 +441,7 @@ class Sweeper:
     def remove(self, entries: List[Dict[str, Any]], include_foreign: bool = False,
                include_legacy: bool = False) -> Dict[str, Any]:
         """Resume interrupted sweep teardowns, then tear down each chosen group. Returns
-        ``{"removed": [entries], "failed": [entries with "error"], "resumed": [keys]}``."""
+        ``{"removed": [entries], "not_removed": [entries with "error"], "resumed": [keys]}``."""
         resumed = []
         for key in self.interrupted():
             row = self.journal.load(key)
@@ -448,23 +455,23 @@ class Sweeper:
                 resumed.append(key)
             except LeaseHeld as exc:
                 self.progress("[sweep] %s not resumed: %s" % (key, exc))
-        removed, failed = [], []
+        removed, not_removed = [], []
         for group in removal_groups(entries, self.journal_id, include_foreign, include_legacy):
             clouds = sorted({e["cloud"] for e in group.entries})
             try:
                 outcome = self._run(group.key, group.vm_name, group.act_as, clouds,
                                     _initial(group.vm_name, group.targets(), group.journal_ids), group.vm_name)
             except LeaseHeld as exc:
-                failed.extend(dict(e, error=str(exc)) for e in group.entries)
+                not_removed.extend(dict(e, error=str(exc)) for e in group.entries)
                 continue
             state = outcome.state
             if state["kind"] == "Done" and state.get("skipped"):
-                failed.extend(dict(e, error="not removed: %s" % state["skipped"]) for e in group.entries)
+                not_removed.extend(dict(e, error="not removed: %s" % state["skipped"]) for e in group.entries)
             elif state["kind"] == "Done":
                 removed.extend(group.entries)
             else:
-                failed.extend(dict(e, error=state.get("reason") or state["kind"]) for e in group.entries)
-        return {"removed": removed, "failed": failed, "resumed": resumed}
+                not_removed.extend(dict(e, error=state.get("reason") or state["kind"]) for e in group.entries)
+        return {"removed": removed, "not_removed": not_removed, "resumed": resumed}
 
 
 def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],
@@ -482,7 +489,7 @@ def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], 
             else "keep"
     result: Dict[str, Any] = {"clouds": sweeper.clouds, "regions": sweeper.regions,
                               "journal_id": sweeper.journal_id, "errors": found["errors"]}
-    outcome = {"removed": [], "failed": [], "resumed": []}
+    outcome = {"removed": [], "not_removed": [], "resumed": []}
     if remove:
         outcome = sweeper.remove(entries, include_foreign, include_legacy)
         done = {(e["cloud"], e["kind"], e["id"]) for e in outcome["removed"]}
@@ -496,7 +503,8 @@ def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], 
         legacy=by_category[LEGACY], owned=by_category[OWNED],
         cost_per_hour=dict(totals, total=round(sum(totals.values()), 6)),
         would_remove=[e for e in entries if e["action"] == "would remove"],
-        removed=outcome["removed"], failed=outcome["failed"], resumed=outcome["resumed"],
+        removed=outcome["removed"], not_removed=outcome["not_removed"], resumed=outcome["resumed"],
+        callouts=callouts(by_category[ORPHAN]),
         removed_cost_per_hour=cost_per_hour(outcome["removed"]),
         table=format_table(entries, totals) + ["LISTING FAILED %s/%s: %s" % (e["cloud"], e["region"] or "*", e["msg"])
                                                for e in found["errors"]],

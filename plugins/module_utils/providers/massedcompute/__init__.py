@@ -31,8 +31,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, ProviderError, ResourceRequest,
-    SshEndpoint, Status, validate_vm_name,
+    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, ProviderError,
+    ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.massedcompute import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
@@ -229,6 +229,20 @@ class MassedComputeProvider(TypedOptionsProvider):
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         return self._vm_instances(location, validate_vm_name(vm_name))
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: the listings are account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute.owned import (
+            sweep_locations,
+        )
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Instances named <vm>_<journal id>, and at ANY_REGION or global the gpuprov SSH keys (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute.owned import (
+            list_owned,
+        )
+        return list_owned(self, location)
 
     # -- delete / cleanup -------------------------------------------------------------
 

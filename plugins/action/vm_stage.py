@@ -31,7 +31,8 @@ class ActionModule(ActionBase):
             result["msg"] = "would record %s for %s" % (stages.label(params["stage"]), params["name"])
             return result
         try:
-            row = stages.record(params["journal"], params["name"], params["stage"], params["note"], params["detail"])
+            row = stages.record(params["journal"], params["name"], params["stage"], params["note"], params["detail"],
+                                password=params["journal_password"])
         except stages.StageError as exc:
             result.update(failed=True, msg=str(exc))
             return result

@@ -18,12 +18,18 @@ description:
   - The write is made under the VM's journal lease; when another run holds it (a C(down) of the same VM), the
     task fails instead of overtaking it.
   - Runs on the controller through its action plugin. Never reports a change (no VM is changed).
+  - "A member of the module_defaults group C(group/gpuprov.cloud.gpuprov): the group's O(journal) and
+    O(journal_password) defaults reach the stages the C(gpuprov.cloud.k3s) role records."
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - gpuprov.cloud.controller
+  - gpuprov.cloud.cloud_options
+  - gpuprov.cloud.group
+  - gpuprov.cloud.group.cloud_ignored
+  - gpuprov.cloud.group.vm_settings_ignored
 attributes:
   check_mode:
     support: full
@@ -48,8 +54,17 @@ options:
     type: dict
     default: {}
   journal:
-    description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+    description:
+      - The journal, a path (SQLite) or a C(postgresql://) DSN; defaults to E(GPUPROV_JOURNAL), else
+        C(<state dir>/journal.sqlite).
     type: path
+  journal_password:
+    description:
+      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
+        E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
+    type: str
+  cloud_options:
+    description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
 """
 
 EXAMPLES = r"""
@@ -58,6 +73,17 @@ EXAMPLES = r"""
     name: train1
     stage: CheckingBootInstall
     note: polling the boot install
+
+- name: Stages of a PostgreSQL journal, its password from a group default (as for gpuprov.cloud.vm)
+  module_defaults:
+    group/gpuprov.cloud.gpuprov:
+      journal: postgresql://gpuprov@db.example.com/gpuprov
+      journal_password: "{{ vault_gpuprov_journal_password }}"
+  block:
+    - name: Record the install
+      gpuprov.cloud.vm_stage:
+        name: train1
+        stage: Installing
 """
 
 RETURN = r"""

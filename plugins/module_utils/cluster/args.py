@@ -8,6 +8,8 @@ each spec matches the documented options)."""
 
 from __future__ import annotations
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+
 K3S_KUBECONFIG_ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
     k3s_yaml=dict(type="str", required=True, no_log=True),
@@ -31,10 +33,11 @@ K3S_VALIDATE_ARGUMENT_SPEC = dict(
     fail_on_missing_sans=dict(type="bool", default=True),
 )
 
-VM_STAGE_ARGUMENT_SPEC = dict(
+# A member of the module_defaults group: journal and journal_password (a PostgreSQL journal's) come with the
+# group's shared options, so the k3s role's stages reach the journal the group defaults name.
+VM_STAGE_ARGUMENT_SPEC = group_argument_spec(
     name=dict(type="str", required=True),
     stage=dict(type="str", required=True),
     note=dict(type="str", default=""),
     detail=dict(type="dict", default={}),
-    journal=dict(type="path"),
 )

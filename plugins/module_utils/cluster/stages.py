@@ -33,12 +33,14 @@ def label(stage: str) -> str:
 
 
 def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
-           detail: Optional[Dict[str, Any]] = None, lease_ttl: float = 60.0) -> Dict[str, Any]:
-    """Write ``stage`` for VM ``name``; returns the VM's projection row after the write."""
+           detail: Optional[Dict[str, Any]] = None, lease_ttl: float = 60.0,
+           password: Optional[str] = None) -> Dict[str, Any]:
+    """Write ``stage`` for VM ``name``; returns the VM's projection row after the write. ``password``:
+    a PostgreSQL journal's, when neither its DSN nor libpq's environment gives it."""
     if stage.replace(PREFIX, "", 1) not in STAGES:
         raise StageError("stage: expected one of %s, got %r" % (", ".join(STAGES), stage))
     try:
-        journal = projection.open_journal(journal_path)
+        journal = projection.open_journal(journal_path, password=password)
     except JournalError as exc:
         raise StageError(str(exc))
     try:

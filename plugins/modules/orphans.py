@@ -32,22 +32,20 @@ description:
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - gpuprov.cloud.controller
   - gpuprov.cloud.cloud_options
   - gpuprov.cloud.provider
   - gpuprov.cloud.group
   - gpuprov.cloud.group.cloud_ignored
   - gpuprov.cloud.group.vm_settings_ignored
-  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
     details:
       - Lists and classifies exactly as a real run does, and reports in RV(would_remove) what O(state=absent) would
         remove; nothing is removed, resumed or written, and the journal is not created when it does not exist.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   state:
     description:
@@ -103,8 +101,8 @@ options:
         RV(not_removed); the next O(state=absent) run retries it). Unset means 600.
     type: int
 notes:
-  - "Run it where the journal is, normally the controller (C(delegate_to: localhost)); the C(gpuprov.cloud.sweep)
-    playbook does."
+  - Runs on the controller through its action plugin, where the journal and the cloud credentials are, and prints
+    a line per teardown step as it goes.
   - The cloud's C(cleanup) removes the side resources of a VM name that carry the journal's id or none, so removing
     an orphan also removes legacy side resources of the same name at that location.
   - Instances made by M(gpuprov.cloud.instance) with O(state=present) have no journal row and are therefore
@@ -119,7 +117,6 @@ seealso:
 EXAMPLES = r"""
 - name: What would be removed (every cloud with credentials here)
   gpuprov.cloud.orphans:
-  delegate_to: localhost
   register: sweep
 
 - name: Show it with the cost per hour
@@ -131,7 +128,6 @@ EXAMPLES = r"""
     clouds: [aws]
     regions: [us-east-1, us-west-2]
     state: absent
-  delegate_to: localhost
 
 - name: Also remove what a retired controller's journal left
   gpuprov.cloud.orphans:
@@ -141,7 +137,6 @@ EXAMPLES = r"""
     cloud_options:
       gcp:
         project: my-project
-  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -270,66 +265,12 @@ table:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
-# Ansiballz ships only the module_utils named in imports, and the registry loads adapters by name:
-# primitives names every adapter (its _bundled_adapters), so importing it ships them all.
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, sweep
-
-
-def _message(result, remove):
-    msg = "%d orphan(s) (%s $/h), %d foreign, %d legacy, %d owned" % (
-        len(result["orphans"]), result["cost_per_hour"]["orphan"], len(result["foreign"]), len(result["legacy"]),
-        len(result["owned"]))
-    if remove:
-        msg += "; removed %d, not removed %d" % (len(result["removed"]), len(result["not_removed"]))
-    return msg
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import ORPHANS_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=group_argument_spec(
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            include_foreign=dict(type="bool", default=False),
-            include_legacy=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    remove = params["state"] == "absent" and not module.check_mode
-    clouds = params["clouds"] or ([params["cloud"]] if params["cloud"] else None)
-    timeout = params["teardown_timeout"]
-    if timeout is not None and timeout < 1:
-        module.fail_json(msg="teardown_timeout: expected an integer >= 1, got %r" % timeout)
-    location = journal_location(params["journal"])
-    journal = None
-    try:
-        # A dry run never creates a journal: without one, every journal id found is foreign.
-        if remove or journal_exists(location):
-            journal = projection.open_journal(location, password=params["journal_password"])
-            location = journal.path   # a DSN as it may be shown: without its password
-        result = sweep.sweep(journal, {k: v for k, v in (params["cloud_options"] or {}).items() if v},
-                             clouds, params["regions"], remove, include_foreign=params["include_foreign"],
-                             include_legacy=params["include_legacy"], teardown_timeout=float(timeout or 600))
-    except (JournalError, sweep.SweepError) as exc:
-        module.fail_json(msg=str(exc))
-    finally:
-        if journal is not None:
-            journal.close()
-    result["journal"] = location
-    for error in result["errors"]:
-        module.warn("%s/%s was not swept: %s" % (error["cloud"], error["region"] or "*", error["msg"]))
-    if remove:
-        changed = bool(result["removed"] or result["resumed"])
-    else:
-        changed = params["state"] == "absent" and bool(result["would_remove"])
-    msg = _message(result, remove)
-    if remove and result["not_removed"]:
-        module.fail_json(msg=msg + ": " + "; ".join("%s/%s %s: %s" % (e["cloud"], e["region"], e["id"], e["error"])
-                                                    for e in result["not_removed"]), changed=changed, **result)
-    module.exit_json(changed=changed, msg=msg, **result)
+    module = AnsibleModule(argument_spec=ORPHANS_ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="gpuprov.cloud.orphans runs on the controller through its action plugin")
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, Next,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, LeaseHeld
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError, LeaseHeld
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, InstanceSpec, Location, Owned, ProviderError, ResourceKind, ResourceRequest,
@@ -45,8 +46,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import (
     environment_names, secret_option_names,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
+    default_state_dir, journal_exists, journal_location,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
 
@@ -57,6 +60,14 @@ OWNED = "owned"
 CATEGORIES = (ORPHAN, FOREIGN, LEGACY, OWNED)
 
 LEASE_TTL_S = 120.0
+
+# The argument spec of gpuprov.cloud.orphans, shared by its action plugin and the module file that
+# carries its documentation: the group's shared options and its own.
+ORPHANS_ARGUMENT_SPEC = group_argument_spec(
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    include_foreign=dict(type="bool", default=False),
+    include_legacy=dict(type="bool", default=False),
+)
 
 # Where a cloud without a declared credential option finds its credentials: files in the
 # user's home (the SDK's own chain) or an engine socket.
@@ -509,4 +520,52 @@ def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], 
         table=format_table(entries, totals) + ["LISTING FAILED %s/%s: %s" % (e["cloud"], e["region"] or "*", e["msg"])
                                                for e in found["errors"]],
     )
+    return result
+
+
+def _message(result: Dict[str, Any], remove: bool) -> str:
+    msg = "%d orphan(s) (%s $/h), %d foreign, %d legacy, %d owned" % (
+        len(result["orphans"]), _price(result["cost_per_hour"]["orphan"]), len(result["foreign"]),
+        len(result["legacy"]), len(result["owned"]))
+    if remove:
+        msg += "; removed %d, not removed %d" % (len(result["removed"]), len(result["not_removed"]))
+    return msg
+
+
+def run_task(params: Dict[str, Any], check_mode: bool,
+             progress: Callable[[str], None] = lambda line: None) -> Dict[str, Any]:
+    """The gpuprov.cloud.orphans task: its result (``failed`` and ``msg`` on failure)."""
+    remove = params["state"] == "absent" and not check_mode
+    clouds = params.get("clouds") or ([params["cloud"]] if params.get("cloud") else None)
+    timeout = params.get("teardown_timeout")
+    if timeout is not None and timeout < 1:
+        return {"failed": True, "changed": False, "msg": "teardown_timeout: expected an integer >= 1, got %r" % timeout}
+    location = journal_location(params.get("journal"))
+    journal = None
+    try:
+        # A dry run never creates a journal: without one, every journal id found is foreign.
+        if remove or journal_exists(location):
+            journal = projection.open_journal(location, password=params.get("journal_password"))
+            location = journal.path   # a DSN as it may be shown: without its password
+        result = sweep(journal, {k: v for k, v in (params.get("cloud_options") or {}).items() if v},
+                       clouds, params.get("regions") or [], remove, include_foreign=params["include_foreign"],
+                       include_legacy=params["include_legacy"], teardown_timeout=float(timeout or 600),
+                       progress=progress)
+    except (JournalError, SweepError) as exc:
+        return {"failed": True, "changed": False, "msg": str(exc)}
+    finally:
+        if journal is not None:
+            journal.close()
+    result["journal"] = location
+    result["warnings"] = ["%s/%s was not swept: %s" % (e["cloud"], e["region"] or "*", e["msg"])
+                          for e in result["errors"]]
+    if remove:
+        result["changed"] = bool(result["removed"] or result["resumed"])
+    else:
+        result["changed"] = params["state"] == "absent" and bool(result["would_remove"])
+    result["msg"] = _message(result, remove)
+    if remove and result["not_removed"]:
+        result["failed"] = True
+        result["msg"] += ": " + "; ".join("%s/%s %s: %s" % (e["cloud"], e["region"], e["id"], e["error"])
+                                          for e in result["not_removed"])
     return result

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.hyperstack import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
@@ -308,6 +308,16 @@ class HyperstackProvider(TypedOptionsProvider):
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         vm = validate_vm_name(vm_name)
         return [self._observed(i, location) for i in self._vm_instances(location, vm)]
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: the listings cover every environment (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Labelled VMs, gpuprov SSH keys and the gpuprov-<region> environments (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack.owned import list_owned
+        return list_owned(self, location)
 
     # -- delete / cleanup -------------------------------------------------------------
 

@@ -28,7 +28,9 @@ description:
     C(ansible_ssh_private_key_file) (what AWX's Machine credential sets), else C(<state dir>/id_ed25519),
     generated on first use. The journal records the fingerprint of the public key each VM was made with; a
     run with another key fails, naming both fingerprints, before it touches the VM. O(state=absent) needs no key.
-  - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed) while it runs.
+  - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed) while it runs, and while a
+    wait repeats the same status (booting, waiting for SSH) a C(still <state>) line with the time spent in that
+    state and the last observed status at least every 15 seconds.
   - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - This module runs through its action plugin on the controller; it never connects to the target host.
 author:

@@ -27,6 +27,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff, launch, projection, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
@@ -116,6 +117,7 @@ class VmService:
         self.state_dir = default_state_dir()
         self.journal: Optional[Journal] = None
         self.owner = new_owner()
+        self.started = time.monotonic()   # progress lines count from the task's start
 
     # -- setup -----------------------------------------------------------------------
     def _open(self):
@@ -145,33 +147,9 @@ class VmService:
         files.write_from_journal(lambda: projection.vms(self.journal))
         return settings, files
 
-    def _executor(self, machine, cancel: CancelToken) -> Executor:
-        started = time.monotonic()
-        last = {}
-
-        def on_event(kind: str, data: Dict[str, Any]) -> None:
-            elapsed = time.monotonic() - started
-            name = self.params["name"]
-            if kind == "transition":
-                line = "%s -> %s" % (data["frm"], data["to"]) + (": %s" % data["note"] if data.get("note") else "")
-            elif kind == "poll":
-                if last.get("poll") == data.get("note"):
-                    return  # one line per distinct wait, not one per poll
-                last["poll"] = data.get("note")
-                line = "%s: %s" % (data["label"], data.get("note") or "waiting")
-            elif kind == "retry":
-                line = "%s: attempt %d/%d failed (%s); retrying in %.1f s" % (
-                    data["label"], data["attempt"], data["max_attempts"], data["error"], data["delay"])
-            elif kind == "resume":
-                line = "resuming journalled state %s" % data["label"]
-            elif kind == "cancel":
-                line = "%s in %s: compensating before exit" % (data.get("reason") or "interrupted", data["label"])
-            else:
-                line = "%s %s" % (kind, data.get("label", ""))
-            self.progress("[%s %5.1fs] %s" % (name, elapsed, line))
-
+    def _executor(self, machine, cancel: CancelToken, printer: ProgressPrinter) -> Executor:
         return Executor(self.journal, machine, owner=self.owner, lease_ttl=LEASE_TTL_S, cancel=cancel,
-                        on_event=on_event)
+                        on_event=printer.on_event)
 
     # -- entry point -----------------------------------------------------------------
     def run(self, check_mode: bool = False, diff: bool = False) -> Dict[str, Any]:
@@ -219,8 +197,10 @@ class VmService:
     def _run_machine(self, machine, key: str, initial) -> Any:
         cancel = CancelToken()
         cancel.install()
+        printer = ProgressPrinter(self.params["name"], self.progress, started=self.started)
         try:
-            return self._executor(machine, cancel).run(key, initial)
+            with HeartbeatThread(printer):
+                return self._executor(machine, cancel, printer).run(key, initial)
         finally:
             cancel.uninstall()
 

@@ -413,6 +413,10 @@ class DigitalOceanApiFake(MarketplaceFake):
         self.tags.setdefault(body["name"], {"name": body["name"]})
         return Reply(201, {"tag": self._tag_view(body["name"])})
 
+    @route("GET", P + r"/tags", key="tags.list")
+    def list_tags(self, req) -> Reply:
+        return self._page(req, "tags", [self._tag_view(name) for name in sorted(self.tags)])
+
     @route("GET", P + r"/tags/(?P<name>[^/]+)", key="tags.get")
     def get_tag(self, req) -> Reply:
         if req.params["name"] not in self.tags:

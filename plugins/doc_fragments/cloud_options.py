@@ -303,8 +303,10 @@ options:
             type: int
             default: 100
           image_family:
-            description: 'Boot image family. Default: ubuntu-accelerator-2204-amd64-with-nvidia-550 for GPU
-              offers, ubuntu-2204-lts for CPU offers.'
+            description: 'Boot image family. Default: for GPU offers the Ubuntu accelerator family of the
+              newest NVIDIA driver branch that runs the GPU''s generation (now ubuntu-accelerator-2204-amd64-with-nvidia-580;
+              the B200 needs R570 or later), ubuntu-2204-lts for CPU offers. A family whose name gives a driver
+              branch that cannot run the GPU is refused.'
             type: str
           image_project:
             description: 'Project of the boot image family. Default: ubuntu-os-accelerator-images for GPU

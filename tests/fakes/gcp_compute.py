@@ -66,31 +66,42 @@ MACHINE_TYPES = {
     "g2-standard-48": (48, 196608, "nvidia-l4", 4), "g2-standard-96": (96, 393216, "nvidia-l4", 8),
     "a2-highgpu-1g": (12, 87040, "nvidia-tesla-a100", 1), "a2-highgpu-2g": (24, 174080, "nvidia-tesla-a100", 2),
     "a2-highgpu-4g": (48, 348160, "nvidia-tesla-a100", 4), "a2-highgpu-8g": (96, 696320, "nvidia-tesla-a100", 8),
-    "a2-ultragpu-1g": (12, 174080, "nvidia-a100-80gb", 1), "a2-ultragpu-8g": (96, 1392640, "nvidia-a100-80gb", 8),
-    "a3-highgpu-1g": (26, 239616, "nvidia-h100-80gb", 1), "a3-highgpu-8g": (208, 1916928, "nvidia-h100-80gb", 8),
+    "a2-megagpu-16g": (96, 1392640, "nvidia-tesla-a100", 16),
+    "a2-ultragpu-1g": (12, 174080, "nvidia-a100-80gb", 1), "a2-ultragpu-2g": (24, 348160, "nvidia-a100-80gb", 2),
+    "a2-ultragpu-4g": (48, 696320, "nvidia-a100-80gb", 4), "a2-ultragpu-8g": (96, 1392640, "nvidia-a100-80gb", 8),
+    "a3-highgpu-1g": (26, 239616, "nvidia-h100-80gb", 1), "a3-highgpu-2g": (52, 479232, "nvidia-h100-80gb", 2),
+    "a3-highgpu-4g": (104, 958464, "nvidia-h100-80gb", 4), "a3-highgpu-8g": (208, 1916928, "nvidia-h100-80gb", 8),
+    "a3-megagpu-8g": (208, 1916928, "nvidia-h100-mega-80gb", 8),
     "a3-ultragpu-8g": (224, 2952790, "nvidia-h200-141gb", 8),
+    "a4-highgpu-8g": (224, 4063232, "nvidia-b200", 8),
 }
 ACCELERATORS = {"nvidia-tesla-t4": ("NVIDIA T4", 4), "nvidia-tesla-v100": ("NVIDIA V100", 8),
                 "nvidia-l4": ("NVIDIA L4", 8), "nvidia-tesla-a100": ("NVIDIA A100 40GB", 16),
                 "nvidia-a100-80gb": ("NVIDIA A100 80GB", 8), "nvidia-h100-80gb": ("NVIDIA H100 80GB", 8),
-                "nvidia-h200-141gb": ("NVIDIA H200 141GB", 8)}
+                "nvidia-h100-mega-80gb": ("NVIDIA H100 80GB MEGA", 8), "nvidia-h200-141gb": ("NVIDIA H200 141GB", 8),
+                "nvidia-b200": ("NVIDIA B200", 8)}
 _N1 = ["e2-standard-2", "n1-standard-4", "n1-standard-8", "n1-standard-16", "n1-standard-32", "n1-standard-64"]
 _G2 = ["g2-standard-4", "g2-standard-24", "g2-standard-48", "g2-standard-96"]
 _A2 = ["a2-highgpu-1g", "a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g"]
+_A2U = ["a2-ultragpu-1g", "a2-ultragpu-2g", "a2-ultragpu-4g", "a2-ultragpu-8g"]
+_A3 = ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g"]
 # zone -> (machine types, accelerator types)
 DEFAULT_ZONES = {
-    "us-central1-a": (_N1 + _G2 + _A2, ["nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4", "nvidia-tesla-a100"]),
-    "us-central1-b": (_N1 + _G2 + ["a3-highgpu-1g", "a3-highgpu-8g"], ["nvidia-tesla-t4", "nvidia-l4", "nvidia-h100-80gb"]),
-    "us-central1-c": (_N1 + _A2 + ["a2-ultragpu-1g", "a2-ultragpu-8g"],
-                      ["nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-a100-80gb"]),
-    "us-east4-c": (_N1 + ["a3-highgpu-8g"], ["nvidia-h100-80gb"]),
+    "us-central1-a": (_N1 + _G2 + _A2 + ["a2-megagpu-16g"],
+                      ["nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4", "nvidia-tesla-a100"]),
+    "us-central1-b": (_N1 + _G2 + _A3 + ["a3-megagpu-8g", "a4-highgpu-8g"],
+                      ["nvidia-tesla-t4", "nvidia-l4", "nvidia-h100-80gb", "nvidia-h100-mega-80gb", "nvidia-b200"]),
+    "us-central1-c": (_N1 + _A2 + _A2U, ["nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-a100-80gb"]),
+    "us-east4-c": (_N1 + ["a3-highgpu-8g", "a3-megagpu-8g"], ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"]),
     "us-west1-b": (_N1 + _G2, ["nvidia-tesla-t4", "nvidia-l4"]),
     "europe-west4-a": (_N1 + _G2 + ["a3-ultragpu-8g"], ["nvidia-tesla-t4", "nvidia-l4", "nvidia-h200-141gb"]),
     "asia-east1-a": (["e2-standard-2"], []),
 }
 IMAGE_FAMILIES = {
+    ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-580"):
+        "ubuntu-accelerator-2204-amd64-with-nvidia-580-v20261120",
     ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-550"):
-        "ubuntu-accelerator-2204-amd64-with-nvidia-550-v20261120",
+        "ubuntu-accelerator-2204-amd64-with-nvidia-550-v20250213",
     ("ubuntu-os-cloud", "ubuntu-2204-lts"): "ubuntu-2204-jammy-v20261118",
 }
 TS = "2026-11-30T02:00:00.000-08:00"

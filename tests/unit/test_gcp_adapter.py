@@ -197,7 +197,8 @@ def test_plan_rounds_up_to_the_next_size(provider):
 def test_plan_h100_on_demand_and_spot(provider):
     on_demand = provider.plan(ResourceRequest(vm_name="t", gpu="H100", gpu_count=1))
     assert {(o.instance_type, o.zone) for o in on_demand} == {
-        ("a3-highgpu-8g", "us-central1-b"), ("a3-highgpu-8g", "us-east4-c")}
+        ("a3-highgpu-8g", "us-central1-b"), ("a3-highgpu-8g", "us-east4-c"),
+        ("a3-megagpu-8g", "us-central1-b"), ("a3-megagpu-8g", "us-east4-c")}
     spot = provider.plan(ResourceRequest(vm_name="t", gpu="h100-sxm", gpu_count=1, spot=True))
     assert [(o.instance_type, o.zone, o.spot, o.price_per_hour) for o in spot] == [
         ("a3-highgpu-1g", "us-central1-b", True, None)]
@@ -280,11 +281,50 @@ def test_prepare_creates_the_per_vm_firewall_and_resolves_the_image(fake, provid
     assert rule["network"].endswith("/global/networks/default")
     assert "%s=train1" % VM_NAME_TAG in rule["description"]
     assert prepared["image"].endswith("/projects/ubuntu-os-accelerator-images/global/images/"
-                                      "ubuntu-accelerator-2204-amd64-with-nvidia-550-v20261120")
+                                      "ubuntu-accelerator-2204-amd64-with-nvidia-580-v20261120")
     assert prepared["network_tag"] == "gpuprov-train1" and prepared["ports"] == [22, 80, 443, 6443]
     assert json.loads(json.dumps(prepared)) == prepared
     assert fake.calls_of("images.getFromFamily")[0]["path"].endswith(
-        "/projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2204-amd64-with-nvidia-550")
+        "/projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2204-amd64-with-nvidia-580")
+
+
+@pytest.mark.parametrize("gpu,count,spot", [("B200", 8, False), ("H200", 8, False), ("L4", 1, False),
+                                            ("V100", 1, False), ("A100-80GB", 4, False)])
+def test_prepare_picks_a_driver_that_runs_the_gpu(fake, provider, gpu, count, spot):
+    prepared = provider.prepare(offer_for(provider, gpu, count, spot), spec())
+    family = prepared["image_family"]
+    branch = int(family.rsplit("-", 1)[1])
+    oldest, newest = gcp_catalog.DRIVER_BRANCHES[gcp_catalog.GENERATIONS[gpu]]
+    assert (oldest or 0) <= branch <= (newest or 10 ** 6)
+    assert prepared["image"].endswith("/global/images/%s-v20261120" % family)
+
+
+def test_b200_gets_a_driver_of_r570_or_later():
+    project, family = gcp_catalog.gpu_image("B200")
+    assert project == "ubuntu-os-accelerator-images" and family.startswith("ubuntu-accelerator-")
+    assert int(family.rsplit("-", 1)[1]) >= 570
+    for gpu in gcp_catalog.gcp_gpus():  # every GPU of the ladder has a generation and a family
+        assert gcp_catalog.gpu_image(gpu)[1] in gcp_catalog.ACCELERATOR_FAMILIES.values()
+
+
+@pytest.mark.parametrize("gpu,count,family,need", [
+    ("B200", 8, "ubuntu-accelerator-2204-amd64-with-nvidia-550", "R570 or later"),
+    ("V100", 1, "ubuntu-accelerator-2404-amd64-with-nvidia-595", "R580 or earlier"),
+])
+def test_an_image_family_whose_driver_cannot_run_the_gpu_is_refused_before_any_call(fake, gpu, count, family, need):
+    adapter = make(fake, image_family=family)
+    offer = offer_for(adapter, gpu, count)
+    calls = len(fake.calls)
+    with pytest.raises(ProviderError) as info:
+        adapter.prepare(offer, spec())
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("image_family:")
+    assert need in info.value.msg and gpu in info.value.msg
+    assert len(fake.calls) == calls and fake.firewalls == {}
+
+
+def test_an_image_family_naming_no_driver_is_the_users_choice(fake):
+    adapter = make(fake, image_project="ubuntu-os-cloud", image_family="ubuntu-2204-lts")
+    assert adapter.prepare(offer_for(adapter, "B200", 8), spec())["image_family"] == "ubuntu-2204-lts"
 
 
 def test_prepare_is_idempotent(fake, provider):

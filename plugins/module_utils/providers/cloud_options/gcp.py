@@ -31,8 +31,11 @@ OPTIONS = dict(
         type="str", description="Project of the boot image family. Default: ubuntu-os-accelerator-images for GPU "
                                 "offers (NVIDIA driver preinstalled), ubuntu-os-cloud for CPU offers."),
     image_family=dict(
-        type="str", description="Boot image family. Default: ubuntu-accelerator-2204-amd64-with-nvidia-550 for GPU "
-                                "offers, ubuntu-2204-lts for CPU offers."),
+        type="str", description="Boot image family. Default: for GPU offers the Ubuntu accelerator family of the "
+                                "newest NVIDIA driver branch that runs the GPU's generation (now "
+                                "ubuntu-accelerator-2204-amd64-with-nvidia-580; the B200 needs R570 or later), "
+                                "ubuntu-2204-lts for CPU offers. A family whose name gives a driver branch that "
+                                "cannot run the GPU is refused."),
     allowed_cidrs=dict(shared.ALLOWED_CIDRS, description=(
         "Source ranges of the VM's firewall rule when the task names none. Required one way or the other: gcp "
         "never opens V(0.0.0.0/0) by default.")),

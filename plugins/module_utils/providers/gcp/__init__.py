@@ -263,10 +263,17 @@ class GcpProvider(TypedOptionsProvider):
     def _ssh_user(self, spec: InstanceSpec) -> str:
         return spec.ssh_user or self.options.get("ssh_user") or "gpuprov"
 
-    def _image(self, offer: Offer) -> Dict[str, str]:
-        default = catalog.GPU_IMAGE if offer.gpu else catalog.CPU_IMAGE
+    def _image_family(self, offer: Offer):
+        """(project, family) of the boot image; InvalidRequest if its driver cannot run the GPU."""
+        default = catalog.gpu_image(offer.gpu) if offer.gpu else catalog.CPU_IMAGE
         project = self.options.get("image_project") or default[0]
         family = self.options.get("image_family") or default[1]
+        if offer.gpu:
+            catalog.check_driver(offer.gpu, family)
+        return project, family
+
+    def _image(self, offer: Offer) -> Dict[str, str]:
+        project, family = self._image_family(offer)
         image = self._call_or_none("images.getFromFamily", self._client("images").get_from_family,
                                    project=project, family=family, timeout=self.timeout, retry=self.read_retry)
         if image is None:
@@ -277,6 +284,7 @@ class GcpProvider(TypedOptionsProvider):
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
         cidrs = self._cidrs(spec)
+        self._image_family(offer)  # a driver that cannot run the GPU fails before any call
         ports = tcp_ports(spec.open_ports, K3S_DIRECT_PORTS if self.k3s_direct else ())
         labels = self._labels(vm)
         rule = catalog.firewall_name(vm, self.journal_id)

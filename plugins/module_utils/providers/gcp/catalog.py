@@ -32,9 +32,49 @@ DEFAULT_REGIONS = [
 ]
 
 # Ubuntu images: cloud-init reads the ``user-data`` metadata key, and the
-# accelerator family ships the NVIDIA driver preinstalled (GPU-ready).
-GPU_IMAGE = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-550")
+# accelerator families ship the NVIDIA driver preinstalled (GPU-ready), one family per
+# driver branch (``...-with-nvidia-<branch>``). The R580 families had new images all
+# through 2026; none was seen for -550 after 2025, and Google's guest tests list the -570
+# families as out of date.
+ACCELERATOR_IMAGES = "ubuntu-os-accelerator-images"
+ACCELERATOR_FAMILIES = {580: "ubuntu-accelerator-2204-amd64-with-nvidia-580"}
 CPU_IMAGE = ("ubuntu-os-cloud", "ubuntu-2204-lts")
+
+# The GPU generation of each GPU and the NVIDIA driver branches that run it (oldest,
+# newest; None = no bound): Blackwell needs R570 or later (NVIDIA: HGX B200 from
+# 570.133.20), R580 is the last branch for Volta. The default image of a GPU is the
+# family of the newest branch in its range.
+GENERATIONS = {"T4": "Turing", "V100": "Volta", "L4": "Ada", "A100": "Ampere", "A100-80GB": "Ampere",
+               "H100": "Hopper", "H200": "Hopper", "B200": "Blackwell"}
+DRIVER_BRANCHES = {"Volta": (None, 580), "Turing": (None, None), "Ampere": (None, None), "Ada": (None, None),
+                   "Hopper": (None, None), "Blackwell": (570, None)}
+_FAMILY_BRANCH_RE = re.compile(r"-with-nvidia-(\d+)")
+
+
+def _branches(gpu: str):
+    return DRIVER_BRANCHES[GENERATIONS[gpu]]
+
+
+def gpu_image(gpu: str):
+    """(project, family) of the default boot image for ``gpu``: the accelerator family of
+    the newest driver branch that runs its generation."""
+    oldest, newest = _branches(gpu)
+    fits = [b for b in ACCELERATOR_FAMILIES if (oldest is None or b >= oldest) and (newest is None or b <= newest)]
+    return ACCELERATOR_IMAGES, ACCELERATOR_FAMILIES[max(fits)]
+
+
+def check_driver(gpu: str, family: str) -> None:
+    """InvalidRequest naming image_family when the family's name says its driver branch
+    cannot run ``gpu`` (a family that names no branch is taken as the user's choice)."""
+    named = _FAMILY_BRANCH_RE.search(family or "")
+    if not named:
+        return
+    branch, (oldest, newest) = int(named.group(1)), _branches(gpu)
+    if (oldest is not None and branch < oldest) or (newest is not None and branch > newest):
+        need = "R%d or later" % oldest if oldest is not None and branch < oldest else "R%d or earlier" % newest
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "image_family: %s ships NVIDIA driver R%d; the %s (%s) needs "
+                            "%s" % (family, branch, gpu, GENERATIONS[gpu], need))
+
 
 # gpu: canonical name (None = CPU only); count: GPUs in the VM; accelerator:
 # acceleratorType name; attached: True when the GPUs are added through

@@ -39,8 +39,8 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, ProviderError,
-    ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned,
+    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
@@ -322,6 +322,16 @@ class DigitalOceanProvider(TypedOptionsProvider):
         vm = validate_vm_name(vm_name)
         return [self._observed(d, location) for d in self._vm_droplets(vm)
                 if catalog.region_of(d) in (None, location.region)]
+
+    def sweep_locations(self) -> List[Location]:
+        """One location, ANY_REGION: every listing is account-wide (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Tagged droplets, and at ANY_REGION or global the gpuprov firewalls, their tags and SSH keys (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean.owned import list_owned
+        return list_owned(self, location)
 
     # -- delete / cleanup -------------------------------------------------------------
 

@@ -6,10 +6,12 @@ client sent).
 
 Services (only what the adapter calls): ``compute.v1.InstanceService`` Get / GetByName /
 List / Create / Delete, ``compute.v1.PlatformService`` List, ``vpc.v1.SubnetService``
-List, ``vpc.v1.SecurityGroupService`` Get / GetByName / Create / Delete,
+List, ``vpc.v1.SecurityGroupService`` Get / GetByName / List / Create / Delete,
 ``vpc.v1.SecurityRuleService`` List / Create / Delete, ``billing.v1.CalculatorService``
 EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
 
+* Lists (instances, security groups) answer pages of the request's ``page_size``, else of the
+  fake's ``page_size`` (0: everything at once), with ``next_page_token`` until the last.
 * Auth: ``authorization: Bearer <token>`` metadata, else UNAUTHENTICATED; a parent id
   other than the project is PERMISSION_DENIED.
 * Lifecycle: Create makes the instance CREATING; after ``boot_polls`` reads it is RUNNING
@@ -56,8 +58,9 @@ from nebius.api.nebius.compute.v1 import (
 )
 from nebius.api.nebius.vpc.v1 import (
     CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest,
-    GetSecurityGroupByNameRequest, GetSecurityGroupRequest, ListSecurityRulesRequest, ListSecurityRulesResponse,
-    ListSubnetsRequest, ListSubnetsResponse, SecurityGroup, SecurityRule, Subnet, SubnetSpec,
+    GetSecurityGroupByNameRequest, GetSecurityGroupRequest, ListSecurityGroupsRequest, ListSecurityGroupsResponse,
+    ListSecurityRulesRequest, ListSecurityRulesResponse, ListSubnetsRequest, ListSubnetsResponse, SecurityGroup,
+    SecurityRule, Subnet, SubnetSpec,
 )
 
 C = grpc.StatusCode
@@ -109,6 +112,7 @@ class NebiusGrpcFake:
         self.security_groups: Dict[str, Dict[str, Any]] = {}
         self.rules: Dict[str, Dict[str, Any]] = {}
         self.calls: List[Tuple[str, Any]] = []
+        self.page_size = 0   # the server's page size for lists the request gives none (0: everything at once)
         self._faults: Dict[str, List[Tuple[grpc.StatusCode, str, Optional[ServiceError]]]] = {}
         self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
@@ -141,6 +145,7 @@ class NebiusGrpcFake:
             "nebius.vpc.v1.SecurityGroupService": {
                 "Get": (GetSecurityGroupRequest, "security_groups.get", self.get_group),
                 "GetByName": (GetSecurityGroupByNameRequest, "security_groups.get_by_name", self.get_group_by_name),
+                "List": (ListSecurityGroupsRequest, "security_groups.list", self.list_groups),
                 "Create": (CreateSecurityGroupRequest, "security_groups.create", self.create_group),
                 "Delete": (DeleteSecurityGroupRequest, "security_groups.delete", self.delete_group)},
             "nebius.vpc.v1.SecurityRuleService": {
@@ -321,7 +326,17 @@ class NebiusGrpcFake:
         self._project(request.parent_id)
         for record in list(self.instances.values()):
             self._advance(record)
-        return ListInstancesResponse(items=[self._instance(r) for r in self.instances.values()])
+        page, token = self._page([self._instance(r) for r in self.instances.values()], request)
+        return ListInstancesResponse(items=page, next_page_token=token)
+
+    def _page(self, items: List[Any], request: Any) -> Tuple[List[Any], str]:
+        """One page of a List (``page_size``, else the server's; ``page_token`` is an offset) and the next token."""
+        try:
+            start = int(request.page_token or 0)
+        except ValueError:
+            raise self._invalid("page_token", "not a token this list gave")
+        size = int(request.page_size or 0) or self.page_size or len(items) or 1
+        return items[start:start + size], (str(start + size) if start + size < len(items) else "")
 
     def _gpus_in_use(self) -> int:
         return sum(r["gpus"] for r in self.instances.values())
@@ -381,6 +396,11 @@ class NebiusGrpcFake:
                                                         name=record["name"], labels=dict(record["labels"])))
         group.spec.network_id = record["network_id"]
         return group
+
+    def list_groups(self, request: ListSecurityGroupsRequest) -> ListSecurityGroupsResponse:
+        self._project(request.parent_id)
+        page, token = self._page([self._group(g) for g in self.security_groups.values()], request)
+        return ListSecurityGroupsResponse(items=page, next_page_token=token)
 
     def get_group(self, request: GetSecurityGroupRequest) -> SecurityGroup:
         if request.id not in self.security_groups:

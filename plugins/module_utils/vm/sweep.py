@@ -437,6 +437,9 @@ class Sweeper:
             if kind == "transition":
                 self.progress("[sweep %s] %s -> %s%s" % (vm_name, data["frm"], data["to"],
                                                          ": %s" % data["note"] if data.get("note") else ""))
+            elif kind == "resume":
+                self.progress("[sweep %s] resuming the interrupted sweep teardown %s at %s" % (
+                    vm_name, key, data["label"]))
 
         self.journal.acquire(name_key, self.owner, LEASE_TTL_S)
         cancel = CancelToken()
@@ -529,6 +532,8 @@ def _message(result: Dict[str, Any], remove: bool) -> str:
         len(result["legacy"]), len(result["owned"]))
     if remove:
         msg += "; removed %d, not removed %d" % (len(result["removed"]), len(result["not_removed"]))
+    if result["resumed"]:
+        msg += "; resumed the interrupted sweep teardown(s) %s" % ", ".join(result["resumed"])
     return msg
 
 

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
@@ -377,6 +377,16 @@ class NebiusProvider(TypedOptionsProvider):
         if instance is None or dict(instance.metadata.labels or {}).get(VM_NAME_TAG) != vm:
             return []
         return [self._observed(instance, location)]
+
+    def sweep_locations(self) -> List[Location]:
+        """The project's region (owned.py). Pure."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.owned import sweep_locations
+        return sweep_locations(self)
+
+    def list_owned(self, location: Location) -> List[Owned]:
+        """Labelled instances and security groups of the project (owned.py)."""
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.owned import list_owned
+        return list_owned(self, location)
 
     # -- delete / cleanup -------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.plugin_utils.machine_credential import machine_credential_key
 
 display = Display()
 
@@ -36,14 +37,10 @@ class ActionModule(ActionBase):
                                     "pip install -r requirements.txt from the collection" % exc)
         # Read-only in every mode: check mode runs the same checks.
         result["changed"] = False
-        # AWX's Machine credential reaches the task as ansible_ssh_private_key_file: the key to log in with
-        # when neither the ssh_key option nor GPUPROV_SSH_KEY_FILE names one (as for gpuprov.cloud.vm).
-        credential_key = (task_vars or {}).get("ansible_ssh_private_key_file")
-        if credential_key:
-            credential_key = self._templar.template(credential_key)
         try:
+            # AWX's Machine credential: the key to log in with when neither ssh_key nor GPUPROV_SSH_KEY_FILE names one.
             check = HealthCheck(params, progress=lambda line: display.display("gpuprov health %s" % line),
-                                credential_key=credential_key or None)
+                                credential_key=machine_credential_key(task_vars, self._templar))
             result.update(check.run())
         except JournalError as exc:
             result.update(failed=True, msg=str(exc))

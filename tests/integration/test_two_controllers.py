@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -110,3 +114,113 @@ def test_second_controller_reuses_and_tears_down_the_first_ones_vm(two_controlle
 
     second_down = job1.playbook("down", "-e", "vm=awx1", *_options(shared))
     assert second_down.rc == 0 and second_down.recap()["awx1"]["changed"] == 0, second_down
+
+
+def _fresh_job(base, name, journal_path, key=None):
+    """Another job: a HOME of its own on the shared journal, holding the key as AWX's SSH key credential
+    gives it (GPUPROV_SSH_KEY_FILE)."""
+    job = Ansible(base / name)
+    job.home.mkdir(mode=0o700)
+    job.env["GPUPROV_JOURNAL"] = str(journal_path)
+    if key is not None:
+        job.env["GPUPROV_SSH_KEY_FILE"] = str(key)
+    return job
+
+
+class BannerServer:
+    """A TCP service on the "VM" (the local cloud's VM is this host) that only the tunnel reaches: it
+    sends one line to whoever connects."""
+
+    def __init__(self, banner: bytes):
+        self.banner = banner
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _peer = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(self.banner)
+
+    def close(self):
+        self.sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _read_through(port: int, tunnel: subprocess.Popen) -> bytes:
+    """The first bytes served at 127.0.0.1:port once the tunnel listens there (it fails if the tunnel exits)."""
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+                data = conn.recv(100)
+                if data:
+                    return data
+        except OSError:
+            pass
+        assert tunnel.poll() is None, tunnel.stdout.read()
+        assert time.monotonic() < deadline, "the tunnel never came up"
+        time.sleep(0.5)
+
+
+def test_fresh_homes_check_reach_and_tunnel_to_a_vm_from_the_journal_alone(two_controllers):
+    """The health job, the journal inventory and the tunnel, each from a HOME that has never seen the VM:
+    the pinned host key, the ssh config and the key all come from the journal and the job's credential."""
+    shared, journal_path, (job1, _job2) = two_controllers
+    key = shared / "machine_credential_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    up = job1.playbook("provision", "-e", "vm=awx2", "-e", "k8s=false", "-e", "ansible_ssh_private_key_file=%s" % key,
+                       *_options(shared))
+    assert up.rc == 0, up
+    base = job1.home.parent
+
+    # Health from a fresh HOME: the login is checked against the journal's pinned host key.
+    health = _fresh_job(base, "health-home", journal_path, key)
+    checked = health.playbook("health", "-e", "vm=awx2", *_options(shared), timeout=120)
+    assert checked.rc == 0, checked
+    assert "awx2: ssh ok: login as" in checked.out, checked
+    assert "UNKNOWN" not in checked.out, checked
+    pinned = (health.home / "known_hosts").read_text()
+    assert pinned.startswith("gpuprov-awx2-") and " ssh-ed25519 " in pinned
+
+    # The journal inventory from another fresh HOME: Ansible reaches the VM with StrictHostKeyChecking=yes.
+    inventory = _fresh_job(base, "inventory-home", journal_path, key)
+    (inventory.home / "gpuprov.yml").write_text("plugin: gpuprov.cloud.journal\n")
+    ping = inventory.tool("ansible", "-i", "gpuprov.yml", "awx2", "-m", "ansible.builtin.ping", timeout=120)
+    assert ping.rc == 0 and '"ping": "pong"' in ping.out, ping.out + ping.err
+    assert (inventory.home / "known_hosts").read_text() == pinned
+
+    # The tunnel from a third fresh HOME reaches a port of the VM that only SSH can.
+    service = BannerServer(b"behind-the-tunnel\n")
+    tunnel_job = _fresh_job(base, "tunnel-home", journal_path, key)
+    port = _free_port()
+    tunnel = tunnel_job.popen("tunnel", "-e", "vm=awx2", "-e", "local_port=%d" % port,
+                              "-e", "remote_port=%d" % service.port)
+    try:
+        assert _read_through(port, tunnel) == b"behind-the-tunnel\n"
+    finally:
+        tunnel.send_signal(signal.SIGINT)
+        tunnel.wait(timeout=30)
+        service.close()
+    assert "Host awx2\n" in (tunnel_job.home / "ssh_config").read_text()
+
+    # A VM the journal does not have: the tunnel says to provision it, and forwards nothing.
+    missing = tunnel_job.playbook("tunnel", "-e", "vm=nothere", timeout=120)
+    assert missing.rc != 0 and "nothere has no running VM with a pinned host key in the journal" in missing.out, \
+        missing
+
+    down = job1.playbook("down", "-e", "vm=awx2", *_options(shared))
+    assert down.rc == 0, down
+    assert live_sshd_folders(shared) == []

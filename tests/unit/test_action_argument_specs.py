@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import args as cluster_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import args as vm_args
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args, ssh_files
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "build" / "collections"
@@ -30,6 +30,7 @@ SHARED = {
     "k3s_kubeconfig": cluster_args.K3S_KUBECONFIG_ARGUMENT_SPEC,
     "k3s_validate": cluster_args.K3S_VALIDATE_ARGUMENT_SPEC,
     "health_info": health_args.HEALTH_ARGUMENT_SPEC,
+    "ssh_files": ssh_files.SSH_FILES_ARGUMENT_SPEC,
 }
 
 

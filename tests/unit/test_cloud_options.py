@@ -252,7 +252,8 @@ def test_the_fragment_documents_each_option_as_declared():
 
 # -- the module_defaults group ----------------------------------------------------------------
 
-MEMBERS = ("vm", "offers", "instance", "instance_info", "journal_info", "health_info", "orphans", "vm_stage")
+MEMBERS = ("vm", "offers", "instance", "instance_info", "journal_info", "health_info", "orphans", "vm_stage",
+           "ssh_files")
 
 
 def _module_spec(monkeypatch, name):

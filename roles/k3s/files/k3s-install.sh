@@ -160,6 +160,13 @@ pid_alive() {  # the pid file names a live k3s process
     [ -n "$pid" ] && [ -d "/proc/$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'k3s'
 }
 
+started_alive() {  # started_alive PID: the k3s this run just started still lives.
+    # Not pid_alive: until the child has exec'd k3s, its cmdline is still this installer's
+    # (boot.sh at boot, which does not say k3s). A child that exited stays a zombie until
+    # this shell reaps it, so a zombie counts as exited.
+    [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
 k3s_running() {
     if has_systemd; then systemctl is-active --quiet k3s; else pid_alive; fi
 }
@@ -539,12 +546,13 @@ else
         else
             nohup "$BIN" server --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 9>&- &
         fi
-        echo $! >"$PIDFILE"
+        started=$!
+        echo "$started" >"$PIDFILE"
         CHANGED=true
         STEP="waiting for the started k3s to write $KUBECONFIG_FILE"
         waited=0
         while [ ! -s "$KUBECONFIG_FILE" ]; do
-            pid_alive || fail "k3s exited at start; last lines of $LOG: $(tail -n 5 "$LOG" | tr '\n' ' ')"
+            started_alive "$started" || fail "k3s exited at start; last lines of $LOG: $(tail -n 5 "$LOG" | tr '\n' ' ')"
             [ "$waited" -lt "$START_WAIT" ] || fail "k3s wrote no kubeconfig within ${START_WAIT}s"
             sleep 1
             waited=$((waited + 1))

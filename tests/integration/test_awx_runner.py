@@ -6,7 +6,8 @@ job's folder, and the survey's answers plus the template's extra variables as ex
 
 Nothing but the journal (and the local cloud's instance folder: its records are machine-local, standing in
 for the cloud's own API) is shared between jobs: job 1 provisions, job 2 (another HOME) finds the VM and
-changes nothing, SSH included, job 3 shows it in status, job 4 tears it down, job 5's status says Done.
+changes nothing, SSH included, job 3 shows it in status, a health job (another fresh HOME) logs in with the
+host key the journal pinned, job 4 tears it down, job 5's status says Done.
 Once on SQLite (a shared journal path: a single-node install) and once on PostgreSQL."""
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ def awx_jobs(request, tmp_path_factory):
         jobs["live_after_reprovision"] = site.live_sshd()
         jobs["ssh_after_reprovision"] = site.ssh_from(jobs["reprovision"], VM)
         jobs["status"] = site.launch("status", {"vm": VM})
+        jobs["health"] = site.launch("health", {"vm": VM})
         jobs["down"] = site.launch("down", {"vm": VM})
         jobs["live_after_down"] = site.live_sshd()
         jobs["status_after_down"] = site.launch("status", {})
@@ -227,6 +229,21 @@ def test_job3_status_shows_the_vm(awx_jobs):
     vms = {vm["name"]: vm for vm in job.result_of("Read the journal")["vms"]}
     assert vms[VM]["status"] == "running" and vms[VM]["machine"] == "launch", vms
     assert VM in job.out
+
+
+def test_a_health_job_with_a_fresh_home_logs_in_with_the_journals_host_key(awx_jobs):
+    job = awx_jobs["health"]
+    assert (job.status, job.rc) == ("successful", 0), job
+    result = job.result_of("Compare the journal with the clouds, SSH and k3s (read-only)")
+    assert result["healthy"] is True and result["unknown"] == [], result["table"]
+    [vm] = result["vms"]
+    assert vm["name"] == VM and vm["verdict"] == "ok" and vm["ssh"]["status"] == "ok", vm
+    # Its known_hosts was generated from the journal: the job's HOME had none.
+    known = job.folder / ".local" / "state" / "gpuprov" / "known_hosts"
+    assert known.read_text().startswith("gpuprov-%s-" % VM)
+    site = awx_jobs["site"]
+    if site.journal_password:
+        assert site.journal_password not in job.out
 
 
 def test_job4_down_leaves_nothing(awx_jobs):

@@ -19,12 +19,20 @@ Levers:
 * ``fail_next(calls, status, reason=..., message=...)``: the next request of one of
   ``calls`` (e.g. ``"instances.insert"``) gets that HTTP error.
 * ``fail_next_insert(code, ...)``: the next instances.insert is accepted but its
-  Operation finishes DONE with that error code (ZONE_RESOURCE_POOL_EXHAUSTED,
-  QUOTA_EXCEEDED with a quota metric, ...); no instance is created.
+  Operation finishes with that error code (ZONE_RESOURCE_POOL_EXHAUSTED, QUOTA_EXCEEDED
+  with a quota metric, ...); no instance is created.
 * ``exhaust(zone, machine_type=None)``: every insert there fails with
-  ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS until ``restock``.
-* ``op_mode``: ``"done"`` (operations finish at once), ``"pending"`` (insert answers
-  RUNNING, ``wait`` answers DONE), ``"stuck"`` (``wait`` still answers RUNNING).
+  ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS (``errorDetails``: ``errorInfo`` with reason
+  ``resource_availability``, ``help``, ``localizedMessage``) until ``restock``.
+* ``op_mode``: ``"pending"`` (the default, as the real API: inserts, patches and
+  deletes answer a RUNNING Operation, ``wait`` answers DONE, with its error if any),
+  ``"done"`` (operations finish at once), ``"stuck"`` (``wait`` still answers RUNNING).
+
+instances.insert refuses (HTTP 400 ``invalid``) what the real API refuses, per series
+(SERIES_RULES): a boot disk type the series cannot boot from (no ``diskType`` means
+pd-standard), a NIC other than gVNIC on A3/A4, a Spot-only size asked on demand,
+``instanceTerminationAction`` outside Spot / flex-start, and metadata past its limits
+(key ``[a-zA-Z0-9-_]+`` under 128 bytes, value at most 256 KiB, all under 512 KB).
 * ``set_status`` / ``settle``: move an instance (RUNNING gets a natIP).
 * ``delete_lag``: deleted instances stay STOPPING for that many reads first
   (``finish_delete`` ends that at once); ``clear_faults`` disarms pending faults.
@@ -106,6 +114,23 @@ IMAGE_FAMILIES = {
 }
 TS = "2026-11-30T02:00:00.000-08:00"
 
+_PD = ("pd-standard", "pd-balanced", "pd-ssd")
+# Machine-type prefix -> boot disk types it accepts. Persistent Disk only before the third
+# generation; A3 (H100) and G2 take no pd-standard; A3 Ultra (H200) and A4 (B200) boot only
+# from Hyperdisk Balanced (Google's machine-series docs; SkyPilot's disk-type table, #4705).
+# Longest prefix wins.
+BOOT_DISK_TYPES = {
+    "e2-": _PD, "n1-": _PD, "a2-": _PD, "g2-": ("pd-balanced", "pd-ssd"),
+    "a3-": ("pd-balanced", "pd-ssd", "hyperdisk-balanced"),
+    "a3-ultragpu-": ("hyperdisk-balanced",), "a4-": ("hyperdisk-balanced",),
+}
+GVNIC_ONLY = ("a3-", "a4-")                  # the third generation and later: gVNIC, no VirtIO-Net
+SPOT_ONLY = ("a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g")  # Spot or flex-start only
+TERMINABLE = ("SPOT", "FLEX_START")          # provisioning models that take instanceTerminationAction
+METADATA_KEY_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
+METADATA_VALUE_MAX = 262144                  # bytes, each value
+METADATA_TOTAL_MAX = 512 * 1024              # bytes, all keys and values (must stay under)
+
 
 class _Server(HTTPServer):
     """pytest-httpserver with a short shutdown poll (its default costs 0.5 s a stop)."""
@@ -185,7 +210,7 @@ class GcpComputeFake:
         self.firewalls: Dict[str, Dict[str, Any]] = {}
         self.operations: Dict[str, Dict[str, Any]] = {}
         self.calls: List[Dict[str, Any]] = []
-        self.op_mode = "done"
+        self.op_mode = "pending"
         self.delete_lag = 0
         self._http_faults: List[Tuple[Tuple[str, ...], int, str, str]] = []
         self._insert_faults: List[Dict[str, Any]] = []
@@ -232,7 +257,7 @@ class GcpComputeFake:
                 del self.instances[(zone, name)]
             for op in self.operations.values():
                 if op["operationType"] == "delete" and op["targetLink"].endswith("/instances/" + name):
-                    op.update({"status": "DONE", "progress": 100, "endTime": TS})
+                    self._finish_op(op)
 
     def exhaust(self, zone: str, machine_type: Optional[str] = None) -> None:
         self._exhausted.add((zone, machine_type))
@@ -323,25 +348,34 @@ class GcpComputeFake:
         nxt = start + size
         return items[start:nxt], (str(nxt) if nxt < len(items) else None)
 
-    def _new_op(self, op_type: str, target: str, zone: Optional[str], status: str = "DONE",
-                error: Optional[Dict[str, Any]] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
+    def _new_op(self, op_type: str, target: str, zone: Optional[str], error: Optional[Dict[str, Any]] = None,
+                http_status: Optional[int] = None) -> Dict[str, Any]:
+        """A new Operation: RUNNING (its error, if any, shows once it is DONE), or DONE at
+        once in op_mode "done". Deletes stay RUNNING until the deletion ends."""
         name = "operation-%d-%x" % (1764500000000 + len(self.operations), next(self._ids) & 0xfffffff)
         scope = self._zone_url(zone) if zone else "%s/projects/%s/global" % (BASE, self.project)
         op = {"kind": "compute#operation", "id": str(next(self._ids)), "name": name, "operationType": op_type,
-              "targetLink": target, "targetId": str(next(self._ids)), "status": status,
-              "user": "fake@%s.iam.gserviceaccount.com" % self.project, "progress": 100 if status == "DONE" else 0,
+              "targetLink": target, "targetId": str(next(self._ids)), "status": "RUNNING",
+              "user": "fake@%s.iam.gserviceaccount.com" % self.project, "progress": 0,
               "insertTime": TS, "startTime": TS, "selfLink": "%s/operations/%s" % (scope, name)}
         if zone:
             op["zone"] = self._zone_url(zone)
-        if status == "DONE":
-            op["endTime"] = TS
+        if error:
+            op["_error"], op["_http_status"] = error, http_status
+        self.operations[name] = op
+        if self.op_mode == "done" and op_type != "delete":
+            self._finish_op(op)
+        return self._public(op)
+
+    @staticmethod
+    def _finish_op(op: Dict[str, Any]) -> None:
+        op.update({"status": "DONE", "progress": 100, "endTime": TS})
+        error, http_status = op.pop("_error", None), op.pop("_http_status", None)
         if error:
             op["error"] = {"errors": [error]}
             if http_status:
                 op["httpErrorStatusCode"] = http_status
                 op["httpErrorMessage"] = STATUS_TEXT.get(http_status, "ERROR")
-        self.operations[name] = op
-        return op
 
     # -- catalogue --------------------------------------------------------------------
 
@@ -494,6 +528,8 @@ class GcpComputeFake:
         keys = [i.get("key") for i in (body.get("metadata") or {}).get("items") or []]
         if len(keys) != len(set(keys)):
             raise self._invalid("resource.metadata", keys, "Duplicate metadata keys.")
+        self._check_series(mt, zone, boot[0], nics[0], sched)
+        self._check_metadata((body.get("metadata") or {}).get("items") or [])
         if (zone, name) in self.instances:
             raise FakeError(409, "The resource 'projects/%s/zones/%s/instances/%s' already exists"
                             % (project, zone, name), "alreadyExists")
@@ -505,7 +541,10 @@ class GcpComputeFake:
             status = fault.get("http_status")
             if status is None:  # what GCP reports with these codes; 0 = leave httpErrorStatusCode out
                 status = 403 if fault["code"] == "QUOTA_EXCEEDED" else 503
-            return self._new_op("insert", target, zone, error=self._op_error(fault, zone, mt), http_status=status)
+            attachment = ",".join("%s=%s" % (a["acceleratorType"].rsplit("/", 1)[-1], a.get("acceleratorCount", 1))
+                                  for a in accels)
+            return self._new_op("insert", target, zone, error=self._op_error(fault, zone, mt, attachment),
+                                http_status=status)
         inst = json.loads(json.dumps(body))
         inst.update({"kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": TS,
                      "status": "PROVISIONING", "zone": self._zone_url(zone), "selfLink": target,
@@ -523,27 +562,96 @@ class GcpComputeFake:
         for acc in inst.get("guestAccelerators") or []:
             acc["acceleratorType"] = "%s/acceleratorTypes/%s" % (self._zone_url(zone), acc["acceleratorType"].rsplit("/", 1)[-1])
         self.instances[(zone, name)] = inst
-        return self._new_op("insert", target, zone, status="RUNNING" if self.op_mode != "done" else "DONE")
+        return self._new_op("insert", target, zone)
 
-    def _op_error(self, fault: Dict[str, Any], zone: str, mt: str) -> Dict[str, Any]:
+    def _check_series(self, mt: str, zone: str, boot: Dict[str, Any], nic: Dict[str, Any],
+                      sched: Dict[str, Any]) -> None:
+        """instances.insert's per-series rules: boot disk type, gVNIC, Spot-only sizes and
+        instanceTerminationAction (BOOT_DISK_TYPES, GVNIC_ONLY, SPOT_ONLY, TERMINABLE)."""
+        disk_type = (boot.get("initializeParams") or {}).get("diskType") or "pd-standard"
+        disk_name = disk_type.rsplit("/", 1)[-1]
+        if "/" in disk_type and not re.search(r"(^|/)zones/%s/diskTypes/[^/]+$" % re.escape(zone), disk_type):
+            raise self._invalid("resource.disks[0].initializeParams.diskType", disk_type,
+                                "Disk type must be in zone '%s'." % zone)
+        allowed = BOOT_DISK_TYPES[max((p for p in BOOT_DISK_TYPES if mt.startswith(p)), key=len)]
+        if disk_name not in allowed:
+            raise self._invalid("resource.disks[0].initializeParams.diskType", disk_type,
+                                "%s disk type cannot be used as a boot disk by %s machine type; use one of: %s."
+                                % (disk_name, mt, ", ".join(allowed)))
+        if mt.startswith(GVNIC_ONLY) and nic.get("nicType") != "GVNIC":
+            raise self._invalid("resource.networkInterfaces[0].nicType", nic.get("nicType", "VIRTIO_NET"),
+                                "Machine type %s requires the GVNIC network interface." % mt)
+        model = sched.get("provisioningModel", "STANDARD")
+        if mt in SPOT_ONLY and model not in TERMINABLE:
+            raise self._invalid("resource.scheduling.provisioningModel", model,
+                                "Machine type %s is available only with the SPOT or FLEX_START provisioning model."
+                                % mt)
+        action = sched.get("instanceTerminationAction")
+        if action is not None:
+            if action not in ("STOP", "DELETE"):
+                raise self._invalid("resource.scheduling.instanceTerminationAction", action,
+                                    "Must be one of [STOP, DELETE].")
+            if model not in TERMINABLE and not sched.get("maxRunDuration") and not sched.get("terminationTime"):
+                raise self._invalid("resource.scheduling.instanceTerminationAction", action,
+                                    "Instance termination action can be set only for Spot or flex-start VMs, or "
+                                    "with a maximum run duration or termination time.")
+
+    def _check_metadata(self, items: List[Dict[str, Any]]) -> None:
+        total = 0
+        for item in items:
+            key, value = str(item.get("key") or ""), str(item.get("value") or "")
+            if not METADATA_KEY_RE.match(key) or len(key.encode()) >= 128:
+                raise self._invalid("resource.metadata.items.key", key[:64],
+                                    "Must be a match of regex '[a-zA-Z0-9-_]+' and less than 128 bytes.")
+            if len(value.encode()) > METADATA_VALUE_MAX:
+                raise self._invalid("resource.metadata.items.value", "%s (%d bytes)" % (key, len(value.encode())),
+                                    "Metadata values must be at most 262144 bytes.")
+            total += len(key.encode()) + len(value.encode())
+        if total >= METADATA_TOTAL_MAX:
+            raise self._invalid("resource.metadata", "%d bytes" % total,
+                                "The total size of all metadata keys and values must be less than 512 KB.")
+
+    def _op_error(self, fault: Dict[str, Any], zone: str, mt: str, attachment: str = "") -> Dict[str, Any]:
         code = fault["code"]
         message = fault.get("message")
         error: Dict[str, Any] = {"code": code}
         if code.startswith("ZONE_RESOURCE_POOL_EXHAUSTED"):
             message = message or ("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill "
                                   "the request.  '(resource type:compute)'." % (self.project, zone))
+            if code.endswith("_WITH_DETAILS"):
+                error["errorDetails"] = self._stockout_details(zone, mt, attachment)
         elif code == "QUOTA_EXCEEDED":
             metric = fault.get("quota_metric") or "NVIDIA_L4_GPUS"
             region = fault.get("quota_region") or zone.rsplit("-", 1)[0]
-            where = "globally" if metric == "GPUS_ALL_REGIONS" else "in region %s" % region
-            message = message or "Quota '%s' exceeded.  Limit: 0.0 %s." % (metric, where)
+            project_wide = metric.endswith("_ALL_REGIONS")  # GPUS_ALL_REGIONS, CPUS_ALL_REGIONS
+            message = message or "Quota '%s' exceeded.  Limit: 0.0 %s." % (
+                metric, "globally" if project_wide else "in region %s" % region)
             error["errorDetails"] = [{"quotaInfo": {
                 "metricName": "compute.googleapis.com/%s" % metric.lower(),
-                "limitName": "%s-per-project%s" % (metric.replace("_", "-"), "" if metric == "GPUS_ALL_REGIONS" else "-region"),
-                "dimensions": {"global": "global"} if metric == "GPUS_ALL_REGIONS" else {"region": region},
+                "limitName": "%s-per-project%s" % (metric.replace("_", "-"), "" if project_wide else "-region"),
+                "dimensions": {"global": "global"} if project_wide else {"region": region},
                 "limit": 0}}]
         error["message"] = message or "Operation failed: %s" % code
         return error
+
+    @staticmethod
+    def _stockout_details(zone: str, mt: str, attachment: str) -> List[Dict[str, Any]]:
+        """errorDetails of a ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS error: errorInfo
+        (reason resource_availability, metadatas), help links and a localized message."""
+        metadatas = {"zone": zone, "vmType": mt}
+        if attachment:
+            metadatas["attachment"] = attachment
+        what = "A %s VM instance%s" % (mt, " with %s" % attachment if attachment else "")
+        return [
+            {"errorInfo": {"reason": "resource_availability", "domain": "compute.googleapis.com",
+                           "metadatas": metadatas}},
+            {"help": {"links": [{"description": "Troubleshooting documentation",
+                                 "url": "https://cloud.google.com/compute/docs/resource-error"}]}},
+            {"localizedMessage": {"locale": "en-US", "message": (
+                "%s is currently unavailable in the %s zone. Alternatively, you can try your request again with a "
+                "different VM hardware configuration or at a later time. For more information, see the "
+                "troubleshooting documentation." % (what, zone))}},
+        ]
 
     def _delete_instance(self, project, zone, name, args, body):
         inst = self.instances.get((zone, name))
@@ -555,19 +663,20 @@ class GcpComputeFake:
         elif inst.get("_deleting") is None:
             inst["_deleting"] = self.delete_lag
             inst["status"] = "STOPPING"
-        return self._new_op("delete", target, zone, status="RUNNING")
+        return self._new_op("delete", target, zone)
 
     def _get_op(self, project, op, args, body, zone=None):
         if op not in self.operations:
             raise FakeError(404, "The resource 'projects/%s/%s/operations/%s' was not found"
                             % (project, "zones/" + zone if zone else "global", op))
-        return self.operations[op]
+        return self._public(self.operations[op])
 
     def _wait_op(self, project, op, args, body, zone=None):
-        found = self._get_op(project, op, args, body, zone)
+        self._get_op(project, op, args, body, zone)
+        found = self.operations[op]
         if found["status"] != "DONE" and self.op_mode != "stuck":
-            found.update({"status": "DONE", "progress": 100, "endTime": TS})
-        return found
+            self._finish_op(found)
+        return self._public(found)
 
     # -- firewalls -----------------------------------------------------------------------
 
@@ -624,4 +733,4 @@ class GcpComputeFake:
         if name not in self.firewalls:
             raise FakeError(404, "The resource 'projects/%s/global/firewalls/%s' was not found" % (project, name))
         del self.firewalls[name]
-        return self._new_op("delete", self._fw_url(name), None, status="RUNNING")
+        return self._new_op("delete", self._fw_url(name), None)

@@ -561,9 +561,12 @@ def test_create_waits_once_on_a_running_operation(fake, provider):
 
 
 def test_create_operation_still_running_after_the_wait_is_transient(fake, provider):
+    offer = offer_for(provider)
+    prepared = provider.prepare(offer, spec())
     fake.op_mode = "stuck"
-    err = _create_fails(fake, provider)
-    assert err.kind == ErrorKind.TRANSIENT and "still" in err.msg
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, spec())
+    assert info.value.kind == ErrorKind.TRANSIENT and "still RUNNING after the wait" in info.value.msg
     assert len(fake.calls_of("zoneOperations.wait")) == 1
 
 

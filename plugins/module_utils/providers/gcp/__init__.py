@@ -180,7 +180,7 @@ class GcpProvider(TypedOptionsProvider):
         if op.status != done:
             # The core retries; create observes first and adopts the instance if it appears.
             raise ProviderError(ErrorKind.TRANSIENT, "gcp %s: operation %s still %s after the wait"
-                                % (where, op.name, op.status))
+                                % (where, op.name, getattr(compute_v1.Operation.Status(op.status), "name", op.status)))
         error = classify_operation(op, "gcp %s" % where)
         if error is not None:
             raise error
@@ -320,6 +320,9 @@ class GcpProvider(TypedOptionsProvider):
         zone = offer.zone
         detail = offer.detail or {}
         machine_type = detail.get("machine_type") or offer.instance_type
+        rung = catalog.rung_of(machine_type)  # for offers journalled before they carried disk and NIC types
+        disk_type = detail.get("disk_type") or (rung.disk if rung else "pd-balanced")
+        nic_type = detail.get("nic_type") or (rung.nic if rung else None)
         gpu = bool(offer.gpu)
         spot = bool(spec.spot or offer.spot)
         user = prepared.get("ssh_user") or self._ssh_user(spec)
@@ -327,6 +330,7 @@ class GcpProvider(TypedOptionsProvider):
         if spec.boot_script is not None:
             key = "user-data" if self.boot_via == "cloud-init" else "startup-script"
             items.append(compute_v1.Items(key=key, value=spec.boot_script.to_shell()))
+        catalog.check_metadata({item.key: item.value for item in items})
         scheduling = compute_v1.Scheduling()
         if gpu or spot:  # GPUs cannot live-migrate; Spot VMs must terminate on maintenance
             scheduling.on_host_maintenance = "TERMINATE"
@@ -340,12 +344,12 @@ class GcpProvider(TypedOptionsProvider):
             boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=prepared["image"], labels=labels,
                 disk_size_gb=self.options["disk_size_gb"],
-                disk_type="zones/%s/diskTypes/%s" % (zone, detail.get("disk_type") or "pd-balanced")))
+                disk_type="zones/%s/diskTypes/%s" % (zone, disk_type)))
         nic = compute_v1.NetworkInterface(
             network="global/networks/%s" % prepared.get("network", self.network),
             access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])
-        if detail.get("nic_type"):
-            nic.nic_type = detail["nic_type"]
+        if nic_type:
+            nic.nic_type = nic_type
         instance = compute_v1.Instance(
             name=name, machine_type="zones/%s/machineTypes/%s" % (zone, machine_type), labels=labels,
             tags=compute_v1.Tags(items=[prepared["network_tag"]]), disks=[disk], network_interfaces=[nic],

@@ -149,6 +149,29 @@ def select_rungs(gpu: Optional[str], count: int, spot: bool) -> List[Rung]:
     return [r for r in fits if r.count == least]
 
 
+def rung_of(machine_type: str) -> Optional[Rung]:
+    """The ladder rung of a machine type (None for one the ladder does not list)."""
+    return next((r for r in LADDER if r.machine_type == machine_type), None)
+
+
+# Compute Engine's metadata limits: each value at most 256 KiB, all keys and values under 512 KB.
+METADATA_VALUE_MAX = 262144
+METADATA_TOTAL_MAX = 512 * 1024
+
+
+def check_metadata(items: Dict[str, str]) -> None:
+    """InvalidRequest naming boot_script when the instance metadata would pass GCP's limits."""
+    sizes = {key: len(value.encode("utf-8")) for key, value in items.items()}
+    for key, size in sizes.items():
+        if size > METADATA_VALUE_MAX:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "boot_script: the %s metadata value would be %d bytes; "
+                                "GCP takes at most %d bytes a value" % (key, size, METADATA_VALUE_MAX))
+    total = sum(sizes.values()) + sum(len(k.encode("utf-8")) for k in items)
+    if total >= METADATA_TOTAL_MAX:
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "boot_script: the instance metadata would be %d bytes; GCP "
+                            "takes less than %d bytes in all" % (total, METADATA_TOTAL_MAX))
+
+
 def region_of(zone: str) -> str:
     """us-central1-a -> us-central1."""
     return zone.rsplit("-", 1)[0]

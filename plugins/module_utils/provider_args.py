@@ -65,6 +65,14 @@ VM_SETTINGS_SPEC = dict(
 )
 
 
+# The user's tags/labels of the modules that make resources (vm, instance); not a group option, so
+# a module_defaults group never hands them to a module that would ignore them.
+TAGS_SPEC = dict(
+    tags=dict(type="dict"),
+    purge_tags=dict(type="bool", default=True),
+)
+
+
 def _merged(*specs: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for spec in specs + (extra,):

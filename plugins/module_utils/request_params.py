@@ -13,9 +13,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    BootScript, ErrorKind, InstanceSpec, Offer, ProviderError, ResourceRequest,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, Offer, ProviderError, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+
+# Tag keys gpuprov keeps for itself: the identity tags and the other gpuprov-* tags adapters set.
+RESERVED_TAG_PREFIX = "gpuprov-"
 
 
 def _invalid(msg: str) -> ProviderError:
@@ -68,13 +71,34 @@ def _boot_script(value: Any) -> Optional[BootScript]:
     return BootScript(script=value["script"], env={k: str(v) for k, v in (value.get("env") or {}).items()})
 
 
+def user_tags(params: Dict[str, Any]) -> Dict[str, str]:
+    """The ``tags`` option as string keys and values. A key gpuprov keeps for itself (the identity
+    tags, which every resource carries and a user can never override) is refused, naming it."""
+    tags = params.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise _invalid("tags: expected a dict of tag names to values, got %s" % type(tags).__name__)
+    out: Dict[str, str] = {}
+    for key, value in tags.items():
+        key = str(key).strip()
+        if not key:
+            raise _invalid("tags: expected non-empty tag names, got %r" % (key,))
+        if key.lower().startswith(RESERVED_TAG_PREFIX):
+            raise _invalid("tags: %r is reserved; tag names starting with %r are gpuprov's own (%s and %s name the "
+                           "VM and its journal on every resource and cannot be set or overridden)"
+                           % (key, RESERVED_TAG_PREFIX, VM_NAME_TAG, JOURNAL_ID_TAG))
+        if isinstance(value, (dict, list)):
+            raise _invalid("tags.%s: expected a string or number, got %s" % (key, type(value).__name__))
+        out[key] = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
 def instance_spec(params: Dict[str, Any], vm_name: str, ssh_public_key: str) -> InstanceSpec:
     """How to make the instance: the key to authorise, ``ssh_user``, ``spot``, and where
-    the task has them ``allowed_cidrs``, ``open_ports`` (22 always among them) and
-    ``boot_script``."""
+    the task has them ``allowed_cidrs``, ``open_ports`` (22 always among them), ``boot_script``
+    and the user's ``tags``."""
     spec = InstanceSpec(vm_name=vm_name, ssh_public_key=ssh_public_key.strip(), ssh_user=params.get("ssh_user"),
                         allowed_cidrs=list(params.get("allowed_cidrs") or []), spot=bool(params.get("spot")),
-                        boot_script=_boot_script(params.get("boot_script")))
+                        boot_script=_boot_script(params.get("boot_script")), tags=user_tags(params))
     ports = params.get("open_ports")
     if ports:
         spec.open_ports = sorted(set(int(p) for p in ports) | {22})

@@ -35,6 +35,7 @@ extends_documentation_fragment:
   - gpuprov.cloud.provider
   - gpuprov.cloud.provider.modules
   - gpuprov.cloud.provider.request
+  - gpuprov.cloud.provider.tags
   - gpuprov.cloud.group
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
@@ -249,7 +250,9 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
+    TAGS_SPEC, group_argument_spec, reconcile_clouds,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff
 
@@ -287,6 +290,7 @@ def main():
             open_ports=dict(type="list", elements="int", default=[]),
             wait=dict(type="bool", default=True),
             wait_timeout=dict(type="int", default=600),
+            tags=TAGS_SPEC["tags"],
         ),
         supports_check_mode=True,
     )

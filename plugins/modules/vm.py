@@ -43,6 +43,7 @@ extends_documentation_fragment:
   - gpuprov.cloud.provider
   - gpuprov.cloud.provider.search
   - gpuprov.cloud.provider.request
+  - gpuprov.cloud.provider.tags
   - gpuprov.cloud.group
   - gpuprov.cloud.group.vm_settings
   - ansible.builtin.action_common_attributes.conn
@@ -105,6 +106,16 @@ options:
         O(clouds) can (the V(local) cloud cannot; V(docker) can with its C(privileged) option).
       - V(false) never installs k3s.
     type: bool
+  purge_tags:
+    description:
+      - With O(tags) set and the VM already there, whether its tags that are not in O(tags) are removed, as
+        amazon.aws does. gpuprov's own tags (C(gpuprov-*), C(Name) on AWS) and the cloud's reserved ones are never
+        removed. V(false) only adds and updates.
+      - With O(tags) unset, the tags of an existing VM are left as they are.
+      - The tags of an existing VM are changed on V(aws) and V(local); on the other clouds a change is reported in
+        a warning (the VM keeps the tags it was made with; O(recreate) does not replace a VM for its tags).
+    type: bool
+    default: true
   boot_script:
     description:
       - A script (with environment) run while the VM boots, on clouds whose capabilities include a boot script;
@@ -153,6 +164,15 @@ EXAMPLES = r"""
     ansible_user: "{{ train1.connection.ansible_user }}"
     ansible_ssh_private_key_file: "{{ train1.connection.ansible_ssh_private_key_file }}"
     ansible_ssh_common_args: "{{ train1.connection.ansible_ssh_common_args }}"
+
+- name: Tagged for cost allocation on every resource (identity tags are added and always win)
+  gpuprov.cloud.vm:
+    name: train2
+    gpu: A100
+    clouds: [aws, gcp]
+    tags:
+      team: ml
+      cost-center: 42
 
 - name: A loopback VM on the local cloud (no credentials needed)
   gpuprov.cloud.vm:

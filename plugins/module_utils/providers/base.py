@@ -305,6 +305,8 @@ class InstanceSpec(_Record):
     open_ports: List[int] = dataclasses.field(default_factory=lambda: [22])
     allowed_cidrs: List[str] = dataclasses.field(default_factory=list)  # empty = controller address
     spot: bool = False
+    # The user's tags/labels (the ``tags`` option): on every resource, under the identity tags (Provider.resource_tags).
+    tags: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def labels(self) -> Dict[str, str]:
@@ -382,6 +384,11 @@ class Provider(abc.ABC):
         if self.journal_id:
             tags[JOURNAL_ID_TAG] = self.journal_id
         return tags
+
+    def resource_tags(self, spec: "InstanceSpec") -> Dict[str, str]:
+        """The tags/labels of a resource made for ``spec``: the user's (``spec.tags``) merged with the
+        identity tags, which win (a user tag can never pass for another VM or journal)."""
+        return dict(spec.tags or {}, **self.identity_tags(spec.vm_name))
 
     def capabilities(self) -> Capabilities:
         """What this cloud can do (k3s, boot scripts, spot, k3s access), and its pace

@@ -7,7 +7,7 @@ shares (module_utils/provider_args.py) plus the vm's own."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import TAGS_SPEC, group_argument_spec
 
 VM_ARGUMENT_SPEC = group_argument_spec(
     name=dict(type="str", required=True),
@@ -19,4 +19,5 @@ VM_ARGUMENT_SPEC = group_argument_spec(
         script=dict(type="str", required=True),
         env=dict(type="dict", default={}),
     )),
+    **TAGS_SPEC
 )

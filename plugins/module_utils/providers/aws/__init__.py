@@ -150,14 +150,14 @@ class AwsProvider(TypedOptionsProvider):
     @_classified
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         name = validate_vm_name(spec.vm_name)
-        self._identity_tags(name)  # a journal id that cannot be a tag fails before any call
+        self._resource_tags(spec)  # a tag AWS would refuse fails before any call
         ports = self._ports(spec)
         cidrs = self._allowed_cidrs(spec)
         ec2 = self._client("ec2", offer.region)
         zones = self._offering_zones(ec2, offer)
         image_id, image_source = self._image(ec2, offer)
         vpc_id, subnets = self._subnets(ec2, offer, zones)
-        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs)
+        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs, self._resource_tags(spec))
         return {
             "region": offer.region, "instance_type": offer.instance_type, "zones": zones,
             "image_id": image_id, "image_source": image_source, "vpc_id": vpc_id, "subnets": subnets,
@@ -172,7 +172,7 @@ class AwsProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "prepared: missing subnets, security group or image; run prepare first")
         user = spec.ssh_user or self.options.get("ssh_user") or DEFAULT_SSH_USER
-        tags = self._identity_tags(name) + [{"Key": "Name", "Value": name}, {"Key": SSH_USER_TAG, "Value": user}]
+        tags = self._resource_tags(spec, {"Name": name, SSH_USER_TAG: user})
         params: Dict[str, Any] = {
             "ImageId": prepared["image_id"], "InstanceType": offer.instance_type,
             "MinCount": 1, "MaxCount": 1,
@@ -262,6 +262,20 @@ class AwsProvider(TypedOptionsProvider):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: %r cannot be an AWS tag value (at most 256 "
                                     "letters, digits, spaces and _ . : / = + - @)" % (key, value))
         return [{"Key": key, "Value": value} for key, value in tags.items()]
+
+    def _resource_tags(self, spec: InstanceSpec, own: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
+        """The user's tags under the identity tags and ``own`` (both win), as EC2 tags; InvalidRequest
+        naming the tag for one AWS would refuse."""
+        for key, value in spec.tags.items():
+            if len(key) > 128 or key.lower().startswith("aws:") or not _TAG_VALUE_RE.match(key):
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %r cannot be an AWS tag name (at most 128 "
+                                    "letters, digits, spaces and _ . : / = + - @, not starting with aws:)" % key)
+            if not _TAG_VALUE_RE.match(value):
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be an AWS tag value (at most 256 "
+                                    "letters, digits, spaces and _ . : / = + - @)" % (key, value))
+        merged = dict(spec.tags, **{t["Key"]: t["Value"] for t in self._identity_tags(spec.vm_name)})
+        merged.update(own or {})
+        return [{"Key": key, "Value": value} for key, value in merged.items()]
 
     @property
     def _k3s_direct(self) -> bool:
@@ -403,10 +417,11 @@ class AwsProvider(TypedOptionsProvider):
                 offer.region, ", ".join(zones)), BlockScope.INSTANCE_TYPE)
         return vpc_id, subnets
 
-    def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str]) -> str:
-        """Find or make this journal's group of the VM in the VPC and add any missing ingress rule."""
+    def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str],
+                        identity: List[Dict[str, str]]) -> str:
+        """Find or make this journal's group of the VM in the VPC (tagged ``identity``, the user's tags
+        included) and add any missing ingress rule."""
         group_name = SG_PREFIX + name + journal_suffix(self.journal_id)
-        identity = self._identity_tags(name)
         filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [group_name]}]
         groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
         if not groups:

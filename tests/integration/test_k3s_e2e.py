@@ -15,6 +15,7 @@ Stage timings read from the journal are written to build/k3s-timings/<test>.json
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import http.server
 import io
@@ -77,12 +78,13 @@ def host_lacks_caps():
 # --- the binary server on the Docker bridge ----------------------------------------------
 
 class BinaryServer:
-    """Serves the fake k3s at http://<bridge gateway>:<port>/k3s; the first ``fail_first``
-    requests get HTTP 503 (a boot-time download failure)."""
+    """Serves the fake k3s at http://<bridge gateway>:<port>/k3s, and the bytes of ``files`` (path ->
+    bytes) at their paths; the first ``fail_first`` requests get HTTP 503 (a boot-time download failure)."""
 
     def __init__(self, host):
         self.fail_first = 0
         self.requests = []
+        self.files = {}
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -94,17 +96,21 @@ class BinaryServer:
                 if len(owner.requests) <= owner.fail_first:
                     self.send_error(503, "failing on purpose (test)")
                     return
-                if self.path != "/k3s":
+                if self.path in owner.files:
+                    data = owner.files[self.path]
+                elif self.path == "/k3s":
+                    data = FAKE_K3S.read_bytes()
+                else:
                     self.send_error(404)
                     return
-                data = FAKE_K3S.read_bytes()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
         self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
-        self.url = "http://%s:%d/k3s" % (host, self.server.server_address[1])
+        self.base = "http://%s:%d" % (host, self.server.server_address[1])
+        self.url = self.base + "/k3s"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         self.thread.start()
 
@@ -183,16 +189,19 @@ def host_arch():
     return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
 
 
-def fake_toolkit_deb(folder):
+def fake_toolkit_deb(folder, package="fake-nvidia-container-toolkit"):
     """The FAKE NVIDIA Container Toolkit as a .deb (dpkg-deb on this host): installs a stand-in
-    /usr/bin/nvidia-container-runtime."""
+    /usr/bin/nvidia-container-runtime. ``package`` names it (the fake apt repository offers it under
+    the real toolkit's name, which the installer asks apt for)."""
     if not shutil.which("dpkg-deb"):
         pytest.skip("dpkg-deb is needed on this machine to build the fake toolkit package")
-    tree = folder / "fake-toolkit-tree"
+    tree = folder / ("%s-tree" % package)
     shutil.copytree(FAKE_TOOLKIT_TREE, tree)
+    control = tree / "DEBIAN" / "control"
+    control.write_text(re.sub(r"^Package: .*$", "Package: %s" % package, control.read_text(), flags=re.M))
     for path in [tree] + list(tree.rglob("*")):
         os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-    deb = folder / "fake-nvidia-container-toolkit_0.0.1-fake_all.deb"
+    deb = folder / ("%s_0.0.1-fake_all.deb" % package)
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True,
                    capture_output=True, timeout=60)
     shutil.rmtree(tree)
@@ -211,6 +220,42 @@ def airgap_bundle(folder):
         b"FAKE NVIDIA device plugin image tarball (tests only)\n" + os.urandom(4096))
     shutil.move(str(fake_toolkit_deb(folder)), str(bundle / "toolkit"))
     return bundle
+
+
+def fake_nvidia_apt_repo(folder, base_url):
+    """A FAKE NVIDIA apt repository with the real one's layout (``gpgkey``,
+    ``stable/deb/nvidia-container-toolkit.list`` naming a flat repository per ``$(ARCH)``, signed with a
+    key made here) that offers a stand-in ``nvidia-container-toolkit``. Returns {URL path: bytes}."""
+    for tool in ("gpg", "gpgconf", "dpkg-scanpackages"):
+        if not shutil.which(tool):
+            pytest.skip("%s is needed on this machine to build the fake NVIDIA apt repository" % tool)
+    prefix = "/fake-nvidia-repo"
+    flat = "%s/stable/deb/%s/" % (prefix, host_arch())
+    pool = folder / "fake-nvidia-repo"
+    pool.mkdir()
+    deb = fake_toolkit_deb(pool, package="nvidia-container-toolkit")
+    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=str(pool),
+                              capture_output=True, check=True, timeout=60).stdout
+    release = ("Origin: FAKE NVIDIA\nLabel: FAKE NVIDIA repository (gpuprov tests)\nDate: %s\n"
+               "SHA256:\n %s %d Packages\n"
+               % (email.utils.formatdate(usegmt=True), hashlib.sha256(packages).hexdigest(), len(packages)))
+    home = tempfile.mkdtemp(prefix="gpk-")      # short: gpg-agent's socket lives there
+    env = dict(os.environ, GNUPGHOME=home)
+    gpg = ["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
+    try:
+        subprocess.run(gpg + ["--quick-gen-key", "FAKE NVIDIA repository (gpuprov tests) <fake@gpuprov.invalid>",
+                              "ed25519", "sign", "never"], env=env, capture_output=True, check=True, timeout=120)
+        key = subprocess.run(["gpg", "--batch", "--armor", "--export"], env=env, capture_output=True, check=True,
+                             timeout=60).stdout
+        in_release = subprocess.run(gpg + ["--clearsign"], input=release.encode(), env=env, capture_output=True,
+                                    check=True, timeout=60).stdout
+    finally:
+        subprocess.run(["gpgconf", "--kill", "all"], env=env, capture_output=True, check=False, timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
+    listing = "deb %s%s/stable/deb/$(ARCH) /\n" % (base_url, prefix)
+    return {prefix + "/gpgkey": key, prefix + "/stable/deb/nvidia-container-toolkit.list": listing.encode(),
+            # dpkg-scanpackages names the package ./<file>, and apt asks for that path as it is
+            flat + "InRelease": in_release, flat + "Packages": packages, flat + "./" + deb.name: deb.read_bytes()}
 
 
 class K3sRun(Ansible):
@@ -293,6 +338,7 @@ def k3s(engine, binaries, tmp_path, request):
     control_dir = tempfile.mkdtemp(prefix="gpk3-")
     binaries.fail_first = 0
     binaries.requests.clear()
+    binaries.files.clear()
     runner = K3sRun(home, engine, control_dir, binaries, tmp_path)
     try:
         yield runner
@@ -586,3 +632,30 @@ def test_gpu_without_toolkit_and_no_way_to_install_it_fails_saying_why(k3s, fake
     # nothing was deployed that cannot work: no k3s binary, no device plugin manifest
     left = k3s.ssh(name, "ls /usr/local/bin/k3s /var/lib/rancher/k3s/server/manifests 2>&1")
     assert "No such file" in left.stdout, left
+
+
+def test_boot_route_gpu_without_toolkit_installs_it_from_nvidias_apt_repository(k3s, fake_gpu_image, tmp_path):
+    name = k3s.name("apt")
+    # NVIDIA's repository, as a FAKE with its layout and a signed index, on the binary server.
+    k3s.binaries.files.update(fake_nvidia_apt_repo(tmp_path, k3s.binaries.base))
+    repo = k3s.binaries.base + "/fake-nvidia-repo"
+    run = k3s.provision(name, "-e", json.dumps({"k3s_nvidia_toolkit_repo": repo, "k3s_gpu_expected": True}),
+                        docker={"base_image": fake_gpu_image})
+    assert run.rc == 0, run
+    _row, events, vm = k3s.journal(name)
+    seen = [s for s, _n in stage_events(events)]
+    # the boot install did it all: toolkit, k3s with the nvidia runtime, GPUs allocatable
+    assert seen == ["k3s:CheckingBootInstall", "k3s:AwaitingApi", "k3s:FetchingKubeconfig", "k3s:Validating",
+                    "k3s:Ready"], k3s.boot_report(name, events)
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["route"], marker["gpu"], marker["nvidia_runtime"]) == (
+        "done", "boot", "true", "installed"), marker
+    flat = "/fake-nvidia-repo/stable/deb/%s/" % host_arch()
+    assert {"/fake-nvidia-repo/gpgkey", "/fake-nvidia-repo/stable/deb/nvidia-container-toolkit.list",
+            flat + "InRelease", flat + "./nvidia-container-toolkit_0.0.1-fake_all.deb"} <= set(k3s.binaries.requests)
+    source = k3s.ssh(name, "cat /etc/apt/sources.list.d/nvidia-container-toolkit.list; "
+                     "dpkg-query -W -f '${Status} ${Version}\\n' nvidia-container-toolkit")
+    assert "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring." in source.stdout, source
+    assert "install ok installed 0.0.1-fake" in source.stdout, source
+    assert "nvidia (/usr/bin/nvidia-container-runtime)" in k3s.ssh(name, "cat /var/log/k3s.log").stdout
+    assert json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)["nvidia.com/gpu"] == "1"

@@ -241,6 +241,10 @@ toolkit_runtime() {  # the toolkit's runtime, where k3s looks for it
     return 1
 }
 
+apt_get() {  # apt-get, non-interactive, its output in $WORK/toolkit.log
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@" >"$WORK/toolkit.log" 2>&1
+}
+
 install_toolkit() {  # from the air-gap bundle's packages, else NVIDIA's apt repository
     if [ -n "$AIRGAP_DIR" ]; then
         STEP="installing the NVIDIA Container Toolkit from the air-gap bundle's packages ($AIRGAP_DIR/toolkit)"
@@ -275,14 +279,16 @@ install_toolkit() {  # from the air-gap bundle's packages, else NVIDIA's apt rep
         || fail "$TOOLKIT_REPO/stable/deb/nvidia-container-toolkit.list has no deb line"
     install_file "$WORK/toolkit.sources" "$TOOLKIT_APT_LIST" 0644 || true
     STEP="installing nvidia-container-toolkit with apt-get"
+    # First NVIDIA's list alone (an unrelated broken source cannot stop it; the toolkit's own dependencies
+    # are on any Debian or Ubuntu image); when that cannot resolve, every source, as NVIDIA's guide does.
     # DPkg::Lock::Timeout: wait for a boot-time apt run (cloud-init's) to finish.
-    if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update >"$WORK/toolkit.log" 2>&1; then
-        fail "apt-get update failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
+    if apt_get -o Dir::Etc::sourcelist="$TOOLKIT_APT_LIST" -o Dir::Etc::sourceparts=- \
+            -o APT::Get::List-Cleanup=0 update && apt_get install -y nvidia-container-toolkit; then
+        return 0
     fi
-    if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y nvidia-container-toolkit \
-            >"$WORK/toolkit.log" 2>&1; then
-        fail "apt-get install nvidia-container-toolkit failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
-    fi
+    apt_get update || fail "apt-get update failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
+    apt_get install -y nvidia-container-toolkit \
+        || fail "apt-get install nvidia-container-toolkit failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
 }
 
 if [ "$GPU" = true ]; then

@@ -659,3 +659,18 @@ def test_boot_route_gpu_without_toolkit_installs_it_from_nvidias_apt_repository(
     assert "install ok installed 0.0.1-fake" in source.stdout, source
     assert "nvidia (/usr/bin/nvidia-container-runtime)" in k3s.ssh(name, "cat /var/log/k3s.log").stdout
     assert json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)["nvidia.com/gpu"] == "1"
+
+
+def test_airgap_bundle_without_the_images_tarball_is_refused_naming_what_is_missing(k3s, tmp_path):
+    name = k3s.name("nobun")
+    bundle = tmp_path / "airgap-bundle"
+    bundle.mkdir()
+    shutil.copy(FAKE_K3S, bundle / "k3s")            # a binary, but no k3s-airgap-images-<arch>.tar.zst
+    run = k3s.provision(name, "-e", json.dumps({"k3s_airgap_bundle": str(bundle)}), url=False)
+    assert run.rc != 0, run
+    assert "k3s_airgap_bundle: %s must be a folder" % bundle in run.out and "it has no images tarball" in run.out, run
+    _row, events, vm = k3s.journal(name)
+    assert (vm["status"], vm["stage"]) == ("running", "k3s:Failed"), vm
+    # refused on the controller: nothing was pushed and no installer ran
+    left = k3s.ssh(name, "ls /var/lib/gpuprov/k3s-airgap-bundle /var/lib/gpuprov/k3s-install.status 2>&1")
+    assert left.stdout.count("No such file") == 2, left

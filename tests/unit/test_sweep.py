@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 
 import pytest
@@ -305,3 +306,69 @@ def test_a_sweep_killed_after_its_delete_is_resumed_by_the_next(world):
     assert ids["kept"] in {resource_id for _n, resource_id, _k, _s in world.listing()}
     events = [e["event"] for e in world.journal.events("sweep:lost")]
     assert "resume" in events
+
+
+def _settled_delete(world, vm_name, instance_id):
+    """Delete an instance without its cleanup: its folder stays, what cleanup would remove."""
+    provider = world.provider(world.journal.journal_id)
+    provider.delete(Location("local", "local"), vm_name, [instance_id])
+    folder = os.path.join(world.root, vm_name, instance_id)
+    for _attempt in range(500):   # bounded: sshd exits on SIGTERM at once
+        if not LocalProvider._processes(folder):
+            return
+        time.sleep(0.01)
+    raise AssertionError("sshd of %s did not exit after SIGTERM" % instance_id)
+
+
+def test_a_side_resource_left_by_a_delete_without_cleanup_is_an_orphan_and_removed(world):
+    instance_id = world.plant("half", world.journal.journal_id)
+    _settled_delete(world, "half", instance_id)
+    assert world.listing() == [("half", instance_id, ResourceKind.OTHER, None)]
+    result = world.sweep(remove=True)
+    assert [(e["kind"], e["id"]) for e in result["removed"]] == [(ResourceKind.OTHER, instance_id)]
+    assert world.listing() == [] and not os.path.exists(os.path.join(world.root, "half"))
+
+
+class _KeepingCleanup(LocalProvider):
+    """A local adapter whose cleanup removes nothing (as a cloud whose cleanup misses a kind)."""
+
+    def cleanup(self, location, vm_name):
+        return None
+
+
+def test_what_a_teardown_leaves_is_reported_never_claimed_removed(world):
+    instance_id = world.plant("half", world.journal.journal_id)
+    _settled_delete(world, "half", instance_id)
+    keeping = _KeepingCleanup({"root": world.root}, journal_id=world.journal.journal_id)
+    result = sweep.sweep(world.journal, world.options, ["local"], [], True, providers={"local": keeping})
+    assert result["removed"] == []
+    (left,) = result["not_removed"]
+    assert left["id"] == instance_id and "still listed after its teardown ended Done" in left["error"]
+
+
+def test_the_task_checks_its_input_and_a_dry_run_creates_no_journal(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    params = {"state": "absent", "clouds": ["local"], "cloud": None, "regions": [], "include_foreign": False,
+              "include_legacy": False, "journal": str(tmp_path / "journal.sqlite"), "journal_password": None,
+              "teardown_timeout": 0, "cloud_options": {}}
+    bad = sweep.run_task(params, check_mode=False)
+    assert bad["failed"] and bad["msg"].startswith("teardown_timeout: expected an integer >= 1")
+    params["teardown_timeout"] = None
+    dry = sweep.run_task(params, check_mode=True)
+    assert not dry.get("failed") and dry["changed"] is False and dry["journal_id"] is None
+    assert not (tmp_path / "journal.sqlite").exists()
+    params["clouds"] = ["nimbus"]
+    unknown = sweep.run_task(params, check_mode=True)
+    assert unknown["failed"] and unknown["msg"].startswith("clouds: unknown cloud(s) nimbus")
+
+
+def test_check_mode_predicts_the_removal_and_changes_nothing(world, monkeypatch):
+    ids = _planted(world)
+    monkeypatch.setenv("GPUPROV_HOME", os.path.dirname(world.root))
+    params = {"state": "absent", "clouds": ["local"], "cloud": None, "regions": [], "include_foreign": False,
+              "include_legacy": False, "journal": world.journal.path, "journal_password": None,
+              "teardown_timeout": None, "cloud_options": world.options}
+    before, keys = world.listing(), world.journal.keys()
+    result = sweep.run_task(params, check_mode=True)
+    assert result["changed"] is True and [e["id"] for e in result["would_remove"]] == [ids["orphan"]]
+    assert result["removed"] == [] and world.listing() == before and world.journal.keys() == keys

@@ -485,7 +485,34 @@ class Sweeper:
                 removed.extend(group.entries)
             else:
                 not_removed.extend(dict(e, error=state.get("reason") or state["kind"]) for e in group.entries)
-        return {"removed": removed, "not_removed": not_removed, "resumed": resumed}
+        removed, still = self._still_listed(removed)
+        return {"removed": removed, "not_removed": not_removed + still, "resumed": resumed}
+
+    def _still_listed(self, removed: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+        """(gone, still there): a teardown that ended Done removed only what its cloud's delete
+        and cleanup remove; a second listing tells, rather than the sweep claiming it."""
+        if not removed:
+            return [], []
+        clouds = sorted({e["cloud"] for e in removed})
+        providers = {}
+        for cloud in clouds:
+            try:
+                providers[cloud] = self.provider(cloud, self.journal_id)
+            except ProviderError:
+                continue
+        found, errors = list_all(providers, self.regions)
+        unlisted = {e["cloud"] for e in errors} | (set(clouds) - set(providers))
+        present = {(o.location.cloud, o.kind, o.resource_id) for o in found}
+        gone, still = [], []
+        for e in removed:
+            if e["cloud"] in unlisted:
+                gone.append(e)   # the teardown observed it gone; the second listing could not run
+            elif (e["cloud"], e["kind"], e["id"]) in present:
+                still.append(dict(e, error="still listed after its teardown ended Done: the %s cloud's cleanup "
+                                           "does not remove this %s" % (e["cloud"], e["kind"])))
+            else:
+                gone.append(e)
+        return gone, still
 
 
 def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],

@@ -20,8 +20,8 @@ What each check pins down:
   adapter of another journal observes it with the first's id (the core refuses the
   name on that), and its cleanup, alone or after its own prepare, leaves every
   resource of the first in place (harnesses build their adapter with a journal id);
-* list_owned (the orphan sweep's listing): sweep_locations covers where create puts an
-  instance; list_owned there finds it with its VM name and journal id, and another
+* list_owned (the orphan sweep's listing, which every adapter implements): sweep_locations
+  covers where create puts an instance; list_owned there finds it with its VM name and journal id, and another
   journal's with that journal's id, lists prepare's side resources, changes nothing,
   never sleeps, and reports nothing of a VM after delete + cleanup;
 * crash points: a crash before each direct call of create and of delete, and after
@@ -51,6 +51,7 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, ErrorKind, Observed, Offer, Owned, ProviderError, ResourceKind, Status,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import UNPLACED
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import adapter_class
 
 PRIMITIVES = ("plan", "prepare", "create", "observe", "delete", "cleanup")
@@ -672,19 +673,16 @@ def test_crash_inside_delete(harness):
 
 def _list_owned(harness, provider, offer):
     """``sweep_locations`` and ``list_owned`` at the offer's location as the sweep calls them,
-    without sleeping; skips while the adapter does not implement them yet."""
-    try:
-        with _no_sleep():
-            locations = provider.sweep_locations()
-            where = [loc for loc in locations if loc.cloud == provider.name
-                     and loc.region in (offer.region, ANY_REGION)]
-            assert where, ("sweep_locations %r does not cover the offer's region %s: the sweep would never "
-                           "look where create put the instance" % (locations, offer.region))
-            found = []
-            for location in where:
-                found.extend(provider.list_owned(location))
-    except NotImplementedError as exc:
-        pytest.skip("%s: list_owned is not implemented yet: %s" % (harness.cloud, exc))
+    without sleeping. Every adapter implements them (NotImplementedError fails)."""
+    with _no_sleep():
+        locations = provider.sweep_locations()
+        where = [loc for loc in locations if loc.cloud == provider.name
+                 and loc.region in (offer.region, ANY_REGION)]
+        assert where, ("%s: sweep_locations %r does not cover the offer's region %s: the sweep would never "
+                       "look where create put the instance" % (harness.cloud, locations, offer.region))
+        found = []
+        for location in where:
+            found.extend(provider.list_owned(location))
     for owned in found:
         assert isinstance(owned, Owned) and owned.kind in ResourceKind.ALL, owned
         assert owned.location.cloud == provider.name and owned.location.region != ANY_REGION, owned
@@ -692,6 +690,14 @@ def _list_owned(harness, provider, offer):
         assert owned.status is None or owned.status in Status.ALL, owned
         assert owned.price_per_hour is None or owned.price_per_hour >= 0, owned
     return found
+
+
+def _another_public_key() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    public = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return public.decode() + " another-controller"
 
 
 def test_list_owned_finds_instances_with_their_journal_read_only(harness):
@@ -702,7 +708,9 @@ def test_list_owned_finds_instances_with_their_journal_read_only(harness):
     offer = _offer(harness)
     name = harness.spec.vm_name
     other = _other_journal(harness)
-    theirs_spec = _other_spec(harness, "-f")
+    # Another controller has its own SSH key: clouds that reuse a registered key by its material
+    # would otherwise share the first VM's key with it (and rightly keep it while it is used).
+    theirs_spec = dataclasses.replace(_other_spec(harness, "-f"), ssh_public_key=_another_public_key())
     before = harness.resources()
     try:
         prepared_only = _list_owned(harness, harness.provider, offer)
@@ -722,7 +730,8 @@ def test_list_owned_finds_instances_with_their_journal_read_only(harness):
         instances = {o.resource_id: o for o in found if o.kind == ResourceKind.INSTANCE}
         assert mine in instances, "list_owned misses the instance create made: %r" % (found,)
         assert (instances[mine].vm_name, instances[mine].journal_id) == (name, journal_id), instances[mine]
-        assert instances[mine].location.region == offer.region, instances[mine]
+        # Where the vendor's listing names no region (Prime Intellect's pods), the adapter says UNPLACED.
+        assert instances[mine].location.region in (offer.region, UNPLACED), instances[mine]
         assert theirs in instances, "list_owned misses another journal's instance: %r" % (found,)
         assert (instances[theirs].vm_name, instances[theirs].journal_id) == (theirs_spec.vm_name, other.journal_id)
         assert not any(o.resource_id == mine for o in prepared_only)

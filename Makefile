@@ -27,8 +27,13 @@ $(COLL_LINK):
 dev: venv $(COLL_LINK)
 
 # Everything CI runs. Tests that need the Docker engine run here too (CI has one).
+# Unit and conformance tests are independent of each other and run on PYTEST_WORKERS
+# processes; the integration tests drive real ansible-playbook runs, sshd, Docker and
+# PostgreSQL, and run one at a time.
+PYTEST_WORKERS ?= 2
 test: dev images
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/conformance tests/integration
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/unit tests/conformance
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory ee-context

@@ -137,7 +137,8 @@ def test_image_tag_changes_with_the_base_image():
     assert one.startswith("gpuprov/sshd:")
 
 
-@pytest.mark.parametrize("host", ["unix:///nonexistent/gpuprov/docker.sock", "tcp://127.0.0.1:%d" % _free_port()])
+@pytest.mark.parametrize("host", ["unix:///nonexistent/gpuprov/docker.sock", "tcp://127.0.0.1:%d" % _free_port()],
+                         ids=["unix-socket", "tcp-port"])
 def test_unreachable_engine(host):
     """plan/prepare: Unavailable for the whole cloud (nothing exists, try other clouds);
     create/observe/delete: Transient (something may exist; the core retries and re-observes)."""

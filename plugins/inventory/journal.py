@@ -79,7 +79,7 @@ options:
         V(host_key_alias) (unique per instance), V(ssh_host) (the address SSH reaches), or V(tag:<key>) (the
         value of one of the VM's user tags).
       - "A VM none of whose fields has a value is left out, with a warning, as is a VM whose host name another VM
-        already has. With any other field than V(name), each host also gets C(gpuprov_name), the VM name."
+        already has. The VM name is C(gpuprov.name) whichever field names the host."
       - The C(provision) and C(down) playbooks take the VM name from the host name; use the default with them.
     type: list
     elements: str
@@ -101,13 +101,17 @@ notes:
     from the journal on every uncached read. Under AWX, an inventory source is synced in a job of its own, so its
     file paths do not reach later jobs: there, the job templates add the VM with C(add_host) from the journal
     instead (see the collection's docs/awx.md)."
-  - "Every host also gets C(gpuprov_journal) (the journal read) and C(gpuprov_clouds) (its cloud), so
-    C(ansible-playbook gpuprov.cloud.down -i <this file>) tears down exactly these VMs, in the journal they came
-    from, and C(gpuprov.cloud.provision -i <this file>) re-checks them without launching elsewhere."
-  - "Other host variables, usable in O(compose), O(groups) and O(keyed_groups): C(gpuprov_cloud),
-    C(gpuprov_region), C(gpuprov_zone), C(gpuprov_instance_id), C(gpuprov_instance_type), C(gpuprov_gpu),
-    C(gpuprov_gpu_count), C(gpuprov_status), C(gpuprov_stage), C(gpuprov_host_key_alias), C(gpuprov_tags) (the
-    VM's user tags, a dict) and C(gpuprov_updated_at) (seconds since the epoch)."
+  - "Host variables are only what a connection and the collection's playbooks need: the connection variables
+    above, C(gpuprov_journal) (the journal read), C(gpuprov_clouds) (the VM's cloud), C(gpuprov_gpu) and
+    C(gpuprov_gpu_count), so C(ansible-playbook gpuprov.cloud.down -i <this file>) tears down exactly these VMs,
+    in the journal they came from, and C(gpuprov.cloud.provision -i <this file>) re-checks them as they were
+    asked for, without launching elsewhere."
+  - "The rest of the VM's record is one dict, C(gpuprov), with the keys C(name), C(cloud), C(region), C(zone),
+    C(instance_id), C(instance_type), C(gpu), C(gpu_count), C(status), C(stage), C(host_key_alias), C(tags) (the
+    VM's user tags, a dict) and C(updated_at) (seconds since the epoch): in a play, C(gpuprov.instance_id)."
+  - "In O(compose), O(groups) and O(keyed_groups), each key of C(gpuprov) is also there as C(gpuprov_<key>)
+    (C(gpuprov_cloud), C(gpuprov_instance_id), ...), the host variables of earlier releases; in plays, use
+    C(gpuprov.<key>) instead."
 """
 
 EXAMPLES = r"""
@@ -143,10 +147,12 @@ statuses: [running, leaked]
 groups:
   gpu_hosts: gpuprov_gpu is not none
 keyed_groups:
-  - key: gpuprov_gpu | default('none', true)
+  - key: gpuprov.gpu | default('none', true)
     prefix: gpu
+  - key: gpuprov.tags.team | default('none')
+    prefix: team
 compose:
-  gpus: gpuprov_gpu_count | default(0, true)
+  gpus: gpuprov.gpu_count | default(0, true)
 """
 
 import os
@@ -172,6 +178,10 @@ HOSTNAME_FIELDS = ("name", "instance_id", "host_key_alias", "ssh_host")
 # The fields ``filters`` may select on, besides ``tag:<key>``.
 FILTER_FIELDS = ("cloud", "region", "zone", "status", "instance_type", "gpu")
 TAG_PREFIX = "tag:"
+# The host variable that holds the VM's record beyond what a connection needs, and its keys (``tags`` besides).
+RECORD = "gpuprov"
+RECORD_KEYS = ("name", "cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count", "status",
+               "stage", "host_key_alias", "updated_at")
 
 # The Python Ansible uses on a VM of each cloud when the journal does not record it.
 # docker: the default base image (scripts/build-base-image.sh) installs python3.
@@ -245,6 +255,22 @@ def matches(row, filters):
     return True
 
 
+def record_of(row):
+    """The VM's record as the ``gpuprov`` host variable holds it."""
+    record = {key: row.get(key) for key in RECORD_KEYS}
+    record["tags"] = tags_of(row)
+    return record
+
+
+def construction_vars(hostvars):
+    """The host's variables as compose, groups and keyed_groups see them: each key of the record also
+    as ``gpuprov_<key>`` (the flat host variables of earlier releases, which configurations still use)."""
+    found = dict(hostvars)
+    for key, value in (hostvars.get(RECORD) or {}).items():
+        found.setdefault("%s_%s" % (RECORD, key), value)
+    return found
+
+
 def connection_vars(row, state_dir, key_path, python_interpreter=None):
     """The connection variables of one ``vms`` row: what ``ssh.connection_vars`` gives the vm
     task after a launch (the same function, on the same files), with
@@ -304,16 +330,10 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
         if row.get("zone"):
             groups.append(group_name("zone", row["zone"]))
         groups.append(group_name("status", row["status"]))
-        variables = {
-            "gpuprov_cloud": row.get("cloud"), "gpuprov_region": row.get("region"), "gpuprov_zone": row.get("zone"),
-            "gpuprov_instance_id": row.get("instance_id"), "gpuprov_instance_type": row.get("instance_type"),
-            "gpuprov_gpu": row.get("gpu"), "gpuprov_gpu_count": row.get("gpu_count"),
-            "gpuprov_status": row.get("status"), "gpuprov_stage": row.get("stage"),
-            "gpuprov_host_key_alias": row.get("host_key_alias"), "gpuprov_updated_at": row.get("updated_at"),
-            "gpuprov_tags": tags_of(row), "gpuprov_journal": shown(journal_path),
-        }
-        if host != name:
-            variables["gpuprov_name"] = name
+        # What the collection's playbooks read per host (provision: the GPU asked for; down: the journal),
+        # then the rest of the record in one dict.
+        variables = {"gpuprov_journal": shown(journal_path), "gpuprov_gpu": row.get("gpu"),
+                     "gpuprov_gpu_count": row.get("gpu_count"), RECORD: record_of(row)}
         if row.get("cloud"):
             variables["gpuprov_clouds"] = [row["cloud"]]
         connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)))
@@ -464,7 +484,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 self.inventory.add_child(group, name)
             for key, value in variables.items():
                 self.inventory.set_variable(name, key, value)
-            hostvars = self.inventory.get_host(name).get_vars()
+            hostvars = construction_vars(self.inventory.get_host(name).get_vars())
             self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
             self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
             self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)

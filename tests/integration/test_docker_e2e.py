@@ -228,8 +228,11 @@ def test_fleet_inventory_ping_and_down(dock):
         assert host["ansible_ssh_private_key_file"] == str(dock.home / "id_ed25519")
         assert "UserKnownHostsFile=%s" % (dock.home / "known_hosts") in host["ansible_ssh_common_args"]
         assert "StrictHostKeyChecking=yes" in host["ansible_ssh_common_args"]
-        assert "HostKeyAlias=%s" % host["gpuprov_host_key_alias"] in host["ansible_ssh_common_args"]
-        assert host["gpuprov_instance_id"] == containers[n][0].id
+        # The VM's record beyond the connection is the one `gpuprov` dict.
+        record = {k: v["__ansible_unsafe"] if isinstance(v, dict) and "__ansible_unsafe" in v else v
+                  for k, v in host["gpuprov"].items()}
+        assert "HostKeyAlias=%s" % record["host_key_alias"] in host["ansible_ssh_common_args"]
+        assert record["instance_id"] == containers[n][0].id
 
     ping = dock.tool("ansible", "-i", str(source), "gpuprov_vms", "-m", "ansible.builtin.ping", "--forks", "3")
     assert ping.rc == 0, (ping.out, ping.err)

@@ -137,7 +137,7 @@ def test_only_running_vms_by_default():
     name, groups, variables = both[1]
     assert "status_leaked" in groups and "gpuprov_vms" in groups
     # no endpoint: listed (down can retry it) but without connection variables
-    assert "ansible_host" not in variables and variables["gpuprov_status"] == "leaked"
+    assert "ansible_host" not in variables and variables["gpuprov"]["status"] == "leaked"
 
 
 def test_host_variables():
@@ -147,9 +147,20 @@ def test_host_variables():
     assert variables["gpuprov_journal"] == "/s/journal.sqlite"
     assert variables["gpuprov_clouds"] == ["docker"]
     assert variables["gpuprov_gpu"] == "H100" and variables["gpuprov_gpu_count"] == 2
-    assert variables["gpuprov_instance_id"] == "id-v1"
     assert variables["ansible_python_interpreter"] == "/py"
     assert variables["ansible_ssh_private_key_file"] == "/s/k"
+    # Only what a connection and the playbooks need, and the rest of the record under one dict.
+    assert sorted(variables) == ["ansible_host", "ansible_port", "ansible_python_interpreter",
+                                 "ansible_ssh_common_args", "ansible_ssh_private_key_file", "ansible_user",
+                                 "gpuprov", "gpuprov_clouds", "gpuprov_gpu", "gpuprov_gpu_count", "gpuprov_journal"]
+    assert variables["gpuprov"] == {
+        "name": "v1", "cloud": "docker", "region": "local", "zone": None, "instance_id": "id-v1",
+        "instance_type": "container", "gpu": "H100", "gpu_count": 2, "status": "running", "stage": "Ready",
+        "host_key_alias": "gpuprov-v1-0123456789ab", "updated_at": 1000.0, "tags": {}}
+    # compose, groups and keyed_groups also see the record's keys as the flat names of earlier releases
+    seen = inv.construction_vars(variables)
+    assert seen["gpuprov_instance_id"] == "id-v1" and seen["gpuprov_status"] == "running"
+    assert seen["gpuprov_gpu"] == "H100" and seen["gpuprov_tags"] == {}
 
 
 def test_hostnames_the_first_field_with_a_value_and_each_name_once():
@@ -158,14 +169,14 @@ def test_hostnames_the_first_field_with_a_value_and_each_name_once():
     warnings = []
     entries = inv.host_entries(rows, {}, "/s", "/s/k", "/s/j", hostnames=["tag:team", "instance_id", "ssh_host"],
                                warn=warnings.append)
-    assert [(host, variables.get("gpuprov_name")) for host, _groups, variables in entries] == [
+    assert [(host, variables["gpuprov"]["name"]) for host, _groups, variables in entries] == [
         ("ml", "h1"), ("127.0.0.1", "h2"), ("id-h3", "h3")]
     assert len(warnings) == 1 and "VM h4 has none of the hostnames fields" in warnings[0]
     same = inv.host_entries([_row("d1", instance_id="x"), _row("d2", instance_id="x")], {}, "/s", "/s/k", "/s/j",
                             hostnames=["instance_id"], warn=warnings.append)
     assert [host for host, _g, _v in same] == ["x"] and "VM d2 would be host x, which VM d1 already is" in warnings[-1]
     plain = inv.host_entries([_row("n1")], {}, "/s", "/s/k", "/s/j")
-    assert plain[0][0] == "n1" and "gpuprov_name" not in plain[0][2]
+    assert plain[0][0] == "n1" and plain[0][2]["gpuprov"]["name"] == "n1"
 
 
 @pytest.mark.parametrize("hostnames, message", [
@@ -197,7 +208,7 @@ def test_filters_by_cloud_region_status_and_tag():
     assert hosts({"status": "leaked"}) == ["l1"]
     assert hosts({"status": ["running", "leaked"], "cloud": "aws", "region": "us-east-1"}) == ["a1", "l1"]
     [(_host, _groups, variables)] = inv.host_entries(rows[:1], {}, "/s", "/s/k", "/s/j")
-    assert variables["gpuprov_tags"] == {"team": "ml", "cost-center": 42}
+    assert variables["gpuprov"]["tags"] == {"team": "ml", "cost-center": 42}
 
 
 @pytest.mark.parametrize("filters, message", [
@@ -387,9 +398,11 @@ def test_constructed_features(home, ansible_inventory):
         "plugin: gpuprov.cloud.journal\n"
         "compose:\n  gpus: gpuprov_gpu_count | default(0, true)\n"
         "groups:\n  gpu_hosts: gpuprov_gpu is not none\n"
-        "keyed_groups:\n  - key: gpuprov_cloud\n    prefix: via\n"))
+        "keyed_groups:\n  - key: gpuprov_cloud\n    prefix: via\n  - key: gpuprov.stage\n    prefix: stage\n"))
     assert _members(listing, "gpu_hosts") == ["c1"]
-    assert _members(listing, "via_docker") == ["c1", "c2"]
+    assert _members(listing, "via_docker") == ["c1", "c2"]           # the flat name of earlier releases
+    assert _members(listing, "stage_Ready") == ["c1", "c2"]          # the record's key
+    assert "gpuprov_cloud" not in listing["_meta"]["hostvars"]["c1"]   # not a host variable any more
     assert listing["_meta"]["hostvars"]["c1"]["gpus"] == 8 and listing["_meta"]["hostvars"]["c2"]["gpus"] == 0
 
 
@@ -462,7 +475,7 @@ def test_hostnames_and_filters_through_ansible_inventory(home, ansible_inventory
         "plugin: gpuprov.cloud.journal\nhostnames: [instance_id]\n"
         "filters:\n  cloud: aws\n  'tag:team': [ml, ops]\n"))
     assert _members(listing, "gpuprov_vms") == ["i-0f1"], err
-    assert listing["_meta"]["hostvars"]["i-0f1"]["gpuprov_name"] == "f1"
+    assert listing["_meta"]["hostvars"]["i-0f1"]["gpuprov"]["name"] == "f1"
     proc = ansible_inventory.run(ansible_inventory.config(
         "plugin: gpuprov.cloud.journal\nfilters:\n  clouds: aws\n"), "--list")
     assert "filters: unknown key 'clouds'; expected one of cloud" in proc.stderr, proc.stderr

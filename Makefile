@@ -52,21 +52,59 @@ images:
 	@if docker info >/dev/null 2>&1; then bash scripts/build-base-image.sh; \
 	  else echo "images: no Docker engine answers; Docker tests will skip"; fi
 
-# A first look, on a fresh machine: a VM on the local cloud (an sshd on a loopback port).
+# A first look, on a fresh machine: a VM on the local cloud (an sshd on a loopback port). The collection is
+# installed from its tarball, as a user would install it, into the project's own path (DEMO_COLLECTIONS): a
+# gpuprov.cloud installed elsewhere (~/.ansible/collections) is neither used nor overwritten.
 DEMO_NAME ?= demo
-demo: dev
-	@command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { echo "demo: the local cloud needs sshd: apt-get install openssh-server"; exit 1; }
-	$(BIN)/ansible-galaxy collection build --force --output-path build/dist . >/dev/null
-	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-galaxy collection install --force build/dist/gpuprov-cloud-*.tar.gz
-	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.provision -e vm=$(DEMO_NAME)
+DEMO_COLLECTIONS ?= $(CURDIR)/build/demo/collections
+DEMO_DIST ?= $(CURDIR)/build/demo/dist
+DEMO_ENV := env -u PYTHONPATH ANSIBLE_COLLECTIONS_PATH=$(DEMO_COLLECTIONS)
+# Where demo-sshd looks for sshd: Debian keeps it in /usr/sbin, which a user's PATH often lacks.
+SSHD_SEARCH ?= $(PATH):/usr/sbin:/usr/local/sbin
+demo: dev demo-sshd
+	rm -rf $(DEMO_DIST)
+	$(BIN)/ansible-galaxy collection build --output-path $(DEMO_DIST) . >/dev/null
+	$(DEMO_ENV) $(BIN)/ansible-galaxy collection install --force -p $(DEMO_COLLECTIONS) \
+	  $(DEMO_DIST)/gpuprov-cloud-*.tar.gz
+	$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.provision -e vm=$(DEMO_NAME)
 	@state=$${GPUPROV_HOME:-$${XDG_STATE_HOME:-$$HOME/.local/state}/gpuprov}; \
 	  echo; echo "The VM '$(DEMO_NAME)' is up. To ssh in:"; \
 	  echo "  ssh -F $$state/ssh_config $(DEMO_NAME)      (or add 'Include $$state/ssh_config' to ~/.ssh/config, then: ssh $(DEMO_NAME))"; \
-	  echo "Status:    . $(BIN)/activate; ansible-playbook gpuprov.cloud.status"; \
-	  echo "Tear down: . $(BIN)/activate; ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)   (or: make demo-down)"
+	  echo "Status:    ANSIBLE_COLLECTIONS_PATH=$(DEMO_COLLECTIONS) $(CURDIR)/$(BIN)/ansible-playbook gpuprov.cloud.status"; \
+	  echo "Tear down: make demo-down DEMO_NAME=$(DEMO_NAME)"
 
 demo-down: dev
-	env -u ANSIBLE_COLLECTIONS_PATH $(BIN)/ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)
+	$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)
+
+.PHONY: demo-sshd docs
+
+# The local cloud runs each VM as an sshd: install OpenSSH's server where that is possible (root with apt),
+# else name the command to run.
+demo-sshd:
+	@PATH="$(SSHD_SEARCH)" command -v sshd >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "demo: the local cloud needs sshd; installing openssh-server (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq openssh-server >/dev/null \
+	    || { echo "demo: apt-get install openssh-server failed; run it yourself, then: make demo"; exit 1; }; \
+	  PATH="$(SSHD_SEARCH)" command -v sshd >/dev/null \
+	    || { echo "demo: openssh-server is installed but no sshd is in $(SSHD_SEARCH)"; exit 1; }; \
+	  exit 0; \
+	fi; \
+	sudo=$$([ "$$(id -u)" = 0 ] || echo "sudo "); \
+	if command -v apt-get >/dev/null; then run="$${sudo}apt-get install openssh-server"; \
+	elif command -v dnf >/dev/null; then run="$${sudo}dnf install openssh-server"; \
+	elif command -v yum >/dev/null; then run="$${sudo}yum install openssh-server"; \
+	elif command -v zypper >/dev/null; then run="$${sudo}zypper install openssh-server"; \
+	elif command -v apk >/dev/null; then run="$${sudo}apk add openssh-server"; \
+	elif command -v pacman >/dev/null; then run="$${sudo}pacman -S openssh"; \
+	else run="install OpenSSH's server (the sshd program) with this system's package manager"; fi; \
+	echo "demo: the local cloud runs each VM as an sshd, and sshd is not installed. Run:"; \
+	echo "  $$run"; echo "then: make demo"; exit 1
+
+# The collection's HTML docs site (antsibull-docs and Sphinx, offline): build/docs/html/index.html.
+docs: dev
+	$(BIN)/python docs/site/build.py --dest build/docs
 
 # The k3s role on its own (molecule, docker driver, offline with the locally built image).
 molecule: dev images

@@ -1,0 +1,209 @@
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The docs site (make docs: docs/site/build.py) builds, and headless Chromium renders it: the index lists the
+guides and the reference, the reference index lists every module, plugin and role, and the vm module's page
+shows its options table with every documented option. Screenshots are left in build/docs/screenshots/.
+
+Chromium is driven over the DevTools protocol on a pipe (--remote-debugging-pipe): no driver or package beyond
+Debian's chromium. Without chromium the test skips, except under CI (.ci/run installs it), where it fails."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import select
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEST = REPO / "build" / "docs"
+SCREENSHOTS = DEST / "screenshots"
+WINDOW = (1280, 1600)
+# A guard against a hung browser, not a timing assertion.
+BROWSER_GUARD_S = 120
+
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed, and CI must run the docs browser test (.ci/run installs it)")
+    pytest.skip("chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)")
+    return None
+
+
+class Browser:
+    """Headless Chromium, spoken to over the DevTools protocol on fds 3 (commands) and 4 (replies, events)."""
+
+    def __init__(self, binary):
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        argv = [binary, "--headless", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+                "--hide-scrollbars", "about:blank"]
+        if os.geteuid() == 0:
+            argv.insert(1, "--no-sandbox")  # Chromium's sandbox refuses to run as root
+        # bash (sh may not take fds above 9) puts the pipe ends where --remote-debugging-pipe expects them:
+        # fd 3 in, fd 4 out.
+        redirect = 'exec "$0" "$@" 3<&%d 4>&%d' % (to_chrome_r, from_chrome_w)
+        self.proc = subprocess.Popen(["bash", "-c", redirect, *argv], pass_fds=(to_chrome_r, from_chrome_w),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buffer = b""
+        self._next_id = 0
+        self._events = []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable", session=True)
+        self.call("Emulation.setDeviceMetricsOverride", session=True, width=WINDOW[0], height=WINDOW[1],
+                  deviceScaleFactor=1, mobile=False)
+
+    def _read_message(self):
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_chrome], [], [], BROWSER_GUARD_S)
+            chunk = os.read(self._from_chrome, 1 << 20) if ready else b""
+            if not chunk:
+                raise AssertionError("chromium stopped answering: %s" % self.stderr_tail())
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, session=False, **params):
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read_message()
+            if reply.get("id") == self._next_id:
+                assert "error" not in reply, "%s: %s" % (method, reply["error"])
+                return reply["result"]
+            self._events.append(reply)
+
+    def open(self, path):
+        self._events.clear()
+        self.call("Page.navigate", session=True, url=path.as_uri())
+        while not any(event.get("method") == "Page.loadEventFired" for event in self._events):
+            self._events.append(self._read_message())
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"]["value"]
+
+    def screenshot(self, path):
+        data = base64.b64decode(self.call("Page.captureScreenshot", session=True, format="png")["data"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return data
+
+    def stderr_tail(self):
+        if self.proc.poll() is None:
+            return "(still running)"
+        return self.proc.stderr.read().decode(errors="replace")[-2000:]
+
+    def close(self):
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)
+        self.proc.terminate()
+        self.proc.wait()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chrome = Browser(find_chromium())
+    yield chrome
+    chrome.close()
+
+
+@pytest.fixture(scope="module")
+def site():
+    result = subprocess.run([sys.executable, str(REPO / "docs" / "site" / "build.py"), "--dest", str(DEST)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return DEST / "html"
+
+
+@pytest.fixture(scope="module")
+def vm_doc():
+    result = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-doc"), "--json", "gpuprov.cloud.vm"],
+                            capture_output=True, text=True, check=False,
+                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(DEST / "collections")))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["gpuprov.cloud.vm"]["doc"]
+
+
+# What a page shows, measured in the browser after layout: each options table, where it is and how big.
+PAGE_FACTS = """(() => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return {width: r.width, height: r.height}; };
+  const shown = (el) => getComputedStyle(el).display !== 'none' && box(el).height > 0;
+  return {
+    title: document.title,
+    tables: Array.from(document.querySelectorAll('table.ansible-option-table')).map((t) => ({
+      section: t.closest('section') ? t.closest('section').id : null,
+      rows: t.tBodies[0].rows.length, shown: shown(t), ...box(t),
+    })),
+    parameters: Array.from(document.querySelectorAll('[id^="parameter-"]')).map((e) => e.id.slice(10)),
+    links: Array.from(document.querySelectorAll('a.reference.internal')).map((a) => a.getAttribute('href')),
+    styled: getComputedStyle(document.body).fontFamily !== '' && document.styleSheets.length > 1,
+  };
+})()"""
+
+
+def png_size(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_index_lists_guides_and_reference(site, browser):
+    browser.open(site / "index.html")
+    facts = browser.evaluate(PAGE_FACTS)
+    assert facts["title"].startswith("gpuprov.cloud"), facts["title"]
+    assert facts["styled"], "the index renders without the theme's stylesheets"
+    for page in ("guides/usage.html", "guides/clouds.html", "guides/recovery.html", "guides/awx.html",
+                 "reference/index.html"):
+        assert page in facts["links"], "the index does not link %s: %s" % (page, facts["links"])
+    data = browser.screenshot(SCREENSHOTS / "index.png")
+    assert png_size(data) == WINDOW
+
+
+def test_reference_index_lists_every_module_plugin_and_role(site, browser):
+    browser.open(site / "reference" / "index.html")
+    links = set(browser.evaluate(PAGE_FACTS)["links"])
+    pages = {path.stem for path in (REPO / "plugins" / "modules").glob("*.py")}
+    expected = {"%s_module.html" % name for name in pages}
+    expected |= {"%s_inventory.html" % p.stem for p in (REPO / "plugins" / "inventory").glob("*.py")}
+    expected |= {"%s_lookup.html" % p.stem for p in (REPO / "plugins" / "lookup").glob("*.py")}
+    expected |= {"%s_role.html" % p.name for p in (REPO / "roles").iterdir() if (p / "meta").is_dir()}
+    missing = sorted(expected - {link.split("#")[0] for link in links})
+    assert not missing, "the reference index does not link: %s" % missing
+
+
+def test_vm_module_page_renders_its_options_table(site, browser, vm_doc):
+    browser.open(site / "reference" / "vm_module.html")
+    facts = browser.evaluate(PAGE_FACTS)
+    assert facts["title"].startswith("gpuprov.cloud.vm module"), facts["title"]
+    assert facts["styled"]
+    (parameters,) = [table for table in facts["tables"] if table["section"] == "parameters"]
+    assert parameters["shown"] and parameters["width"] > WINDOW[0] / 2, parameters
+    options = vm_doc["options"]
+    aliases = {alias for spec in options.values() for alias in spec.get("aliases", [])}
+    top_level = {name for name in facts["parameters"] if "/" not in name}
+    assert set(options) <= top_level, "options not rendered: %s" % sorted(set(options) - top_level)
+    assert top_level <= set(options) | aliases, "rendered, not documented: %s" % sorted(top_level - set(options))
+    assert parameters["rows"] >= len(options)
+    # Each documented option has a row with its own height in the laid-out table.
+    assert parameters["height"] > 20 * len(options), parameters
+    browser.evaluate("document.getElementById('parameters').scrollIntoView()")
+    data = browser.screenshot(SCREENSHOTS / "vm_module.png")
+    assert png_size(data) == WINDOW

@@ -674,3 +674,16 @@ def test_airgap_bundle_without_the_images_tarball_is_refused_naming_what_is_miss
     # refused on the controller: nothing was pushed and no installer ran
     left = k3s.ssh(name, "ls /var/lib/gpuprov/k3s-airgap-bundle /var/lib/gpuprov/k3s-install.status 2>&1")
     assert left.stdout.count("No such file") == 2, left
+
+
+def test_gpu_vm_refuses_a_k3s_older_than_default_runtime(k3s, fake_gpu_image, tmp_path):
+    name = k3s.name("old")
+    extra = {"k3s_airgap_bundle": str(airgap_bundle(tmp_path)), "k3s_install_retries": 0,
+             "k3s_install_env": {"FAKE_K3S_VERSION": "v1.28.15+k3s1"}}
+    run = k3s.provision(name, "-e", json.dumps(extra), docker={"base_image": fake_gpu_image}, url=False)
+    assert run.rc != 0, run
+    marker = k3s.marker(name)
+    assert marker["state"] == "failed", marker
+    assert "k3s version v1.28.15+k3s1" in marker["error"], marker
+    assert "is older than v1.29.0+k3s1" in marker["error"] and "set k3s_version" in marker["error"], marker
+    assert k3s.ssh(name, "test -e /var/lib/gpuprov/k3s.pid").returncode != 0      # k3s was never started

@@ -396,13 +396,14 @@ EOF
 fi
 [ -x "$BIN" ] || fail "$BIN is missing after the install"
 if [ "$GPU" = true ]; then
-    # default-runtime (k3s #8936, on servers #9027) arrived in v1.29.0+k3s1.
+    # v1.29.0+k3s1's release notes add default-runtime (k3s #8936) and allow it on servers (#9027);
+    # backports to older lines are not relied on.
     STEP="checking the k3s version takes default-runtime"
     k3s_release=$("$BIN" --version 2>/dev/null | head -n 1)
     major_minor=$(printf '%s\n' "$k3s_release" | sed -n 's/^k3s version v\([0-9][0-9]*\)\.\([0-9][0-9]*\)\..*/\1 \2/p')
     if [ -n "$major_minor" ] && [ "${major_minor%% *}" -eq 1 ] && [ "${major_minor##* }" -lt 29 ]; then
-        fail "$k3s_release is older than v1.29.0+k3s1, the first k3s whose servers take default-runtime" \
-            "(set k3s_version)"
+        fail "$k3s_release is older than v1.29.0+k3s1, whose release notes add default-runtime on servers," \
+            "which GPU VMs need (set k3s_version)"
     fi
 fi
 echo "$SOURCE $(sha256 "$BIN")" >"$SOURCE_FILE.new" && mv -f "$SOURCE_FILE.new" "$SOURCE_FILE"

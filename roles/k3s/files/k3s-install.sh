@@ -4,8 +4,8 @@
 # once (host-wide flock); a run that changes nothing restarts nothing.
 #
 # Records its progress in /var/lib/gpuprov/k3s-install.status (key=value lines:
-# state=running|done|failed, route, pid, started_at, updated_at, gpu, sans, manager,
-# changed, source, error) and owns /etc/rancher/k3s/config.yaml, re-rendered from the
+# state=running|done|failed, route, pid, started_at, updated_at, gpu, nvidia_runtime=present|
+# installed|none, sans, manager, changed, source, error) and owns /etc/rancher/k3s/config.yaml, re-rendered from the
 # SAN list on every run; k3s is restarted only when that file, the binary or the
 # service definition changed.
 #

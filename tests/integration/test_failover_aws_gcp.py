@@ -15,6 +15,7 @@ the real check. Every assertion reads the fakes' own state or the journal.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import random
 
@@ -108,9 +109,9 @@ def world(tmp_path, moto_ec2, gcp):
                       heartbeat=False)
         return ex.run(NAME, initial, wait_poll=clock.wait)
 
-    made = {"ctx": VmContext(settings, files=files, ssh_check=ssh, journal_id=journal.journal_id), "settings": settings, "files": files,
-            "ssh": ssh, "clock": clock, "journal": journal, "ec2": ec2, "account": account, "run": run,
-            "aws_live": aws_live, "aws_groups": aws_groups, "aws": moto_ec2, "gcp": gcp}
+    made = {"ctx": VmContext(settings, files=files, ssh_check=ssh, journal_id=journal.journal_id),
+            "settings": settings, "files": files, "ssh": ssh, "clock": clock, "journal": journal, "ec2": ec2,
+            "account": account, "run": run, "aws_live": aws_live, "aws_groups": aws_groups, "aws": moto_ec2, "gcp": gcp}
     try:
         yield made
     finally:
@@ -247,3 +248,53 @@ def test_without_the_capacity_error_aws_wins_and_down_removes_it(world):
     assert down.state["kind"] == "Done", down.state
     assert world["aws_live"]() == [] and world["aws_groups"]() == ["default"]
     assert gcp.instances == {} and gcp.firewalls == {}
+
+
+def test_insufficient_volume_capacity_moves_to_the_next_zone_not_a_retry_in_place(world):
+    """InsufficientVolumeCapacity (HTTP 500) is the zone's: create tries the offer's next subnet."""
+    aws = world["aws"]
+    aws.inject("RunInstances", code="InsufficientVolumeCapacity", status=500, times=1, account=world["account"])
+    prepared_zones = world["ctx"].provider("aws").prepare(
+        world["ctx"].provider("aws").plan(world["settings"].request)[0], world["settings"].spec)["zones"]
+    out = world["run"](launch.LaunchMachine(world["ctx"]), launch.initial)
+    assert out.state["kind"] == "Ready", out.state
+    vm = out.state["vm"]
+    assert vm["location"]["cloud"] == "aws" and out.state["search"]["history"] == []
+    [inst] = world["aws_live"]()
+    # the first zone refused the volume; the instance is in the next one, made by the same create
+    assert len(prepared_zones) > 1 and inst["Placement"]["AvailabilityZone"] == prepared_zones[1]
+    assert len(aws.calls("RunInstances", world["account"])) == 2
+    assert ("Creating", "Compensating") not in _kinds(world["journal"])
+
+
+@pytest.mark.parametrize("metric,gcp_inserts,cloud", [("CPUS_ALL_REGIONS", 1, "aws"), ("CPUS", 2, "gcp")])
+def test_a_project_wide_gcp_quota_blocks_all_of_gcp(world, metric, gcp_inserts, cloud):
+    """CPUS_ALL_REGIONS counts the whole project: no other GCP region is tried, the search moves
+    on to AWS. A regional CPUS quota blocks only its region: the next GCP region is tried."""
+    gcp = world["gcp"]
+    options = dict(world["settings"].cloud_options)
+    options["gcp"] = dict(options["gcp"], zones=None, regions=["us-central1", "us-west1"])
+    settings = dataclasses.replace(world["settings"], clouds=["gcp", "aws"], cloud_options=options)
+    ctx = VmContext(settings, files=world["files"], ssh_check=world["ssh"], journal_id=world["journal"].journal_id)
+    gcp.fail_next_insert("QUOTA_EXCEEDED", quota_metric=metric)
+
+    def on_wait(seconds):
+        for (zone, name), inst in list(gcp.instances.items()):
+            if inst["status"] == "PROVISIONING":
+                gcp.settle(zone, name)
+    world["clock"].on_wait = on_wait
+
+    out = world["run"](launch.LaunchMachine(ctx), launch.initial)
+    assert out.state["kind"] == "Ready", out.state
+    assert out.state["vm"]["location"]["cloud"] == cloud
+    [first] = out.state["search"]["history"]
+    assert first["outcome"] == "Quota" and metric in first["error"]["msg"]
+    blocked = {(b["scope"], b.get("cloud")) for b in out.state["search"]["blocked"]}
+    assert ("cloud", "gcp") in blocked if cloud == "aws" else ("cloud", "gcp") not in blocked, blocked
+    assert len(gcp.calls_of("instances.insert")) == gcp_inserts
+
+    down = world["run"](teardown.TeardownMachine(ctx), lambda prev, kind: teardown.initial(
+        NAME, launch.owned_targets(prev, kind), "down requested"))
+    assert down.state["kind"] == "Done", down.state
+    assert gcp.instances == {} and gcp.firewalls == {}
+    assert world["aws_live"]() == [] and world["aws_groups"]() == ["default"]

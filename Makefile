@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PYTHONPATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean ee-context
+.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean ee-context bench
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -109,6 +109,14 @@ docs: dev
 # The k3s role on its own (molecule, docker driver, offline with the locally built image).
 molecule: dev images
 	bash extensions/molecule/run-offline.sh
+
+# Ratios measured in one run with interleaved rounds, printed, never asserted (bench/*.py say what each
+# row measures). BENCH_ROUNDS sets the rounds; bench/awx_fleet.py (16 VMs, 4 runners) runs on its own.
+BENCH_ROUNDS ?= 3
+bench: dev
+	$(BIN)/python bench/launch_paths.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/reprovision.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/journal_backends.py $(BENCH_ROUNDS)
 
 clean:
 	rm -rf build $(VENV)

@@ -3,11 +3,13 @@
 Measured in one run, on one machine, printed as ratios (never asserted):
   1. an idempotent `gpuprov.cloud.vm` re-run on an up `local` VM (reconcile, observe,
      real SSH login, journal writes)  vs  an `ansible-playbook` run of one debug task;
-  2. a first provision of a `local` VM  vs  the same debug baseline;
+  2. a first provision of a `local` VM  vs  the same debug baseline, and its time from
+     Connecting to Ready as the journal recorded it;
   3. one journalled transition (SQLite WAL, synchronous=FULL, version + lease guard)
      vs  one plain SQLite INSERT+COMMIT in the same settings.
 
-Run: make dev && build/../.venv/bin/python bench/reprovision.py [rounds]
+Run: make dev && .venv/bin/python bench/reprovision.py [rounds]
+(rounds are interleaved: baseline, first provision, re-run, down, then the next round)
 """
 
 from __future__ import annotations
@@ -43,29 +45,44 @@ def _run(home: pathlib.Path, playbook: pathlib.Path) -> float:
     return time.perf_counter() - start
 
 
+def _connecting_to_ready(home: pathlib.Path, name: str) -> float:
+    """Seconds the journal saw between the launch entering Connecting and Ready."""
+    journal = Journal(str(home / "journal.sqlite"))
+    try:
+        events = [e for e in journal.events(name) if e["event"] == "transition"]
+    finally:
+        journal.close()
+    entered = [e["at"] for e in events if (e["to"] or "").startswith("Connecting")]
+    ready = [e["at"] for e in events if e["to"] == "Ready"]
+    return ready[-1] - entered[-1]
+
+
 def bench_playbooks(rounds: int) -> None:
+    """Each round runs the baseline, a first provision and its re-run back to back (interleaved)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = pathlib.Path(tmp)
         debug = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
                             "    - ansible.builtin.debug: {msg: hi}\n")
-        first_vm = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                               "    - gpuprov.cloud.vm: {name: '{{ vm }}'}\n")
-        down = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                           "    - gpuprov.cloud.vm: {name: '{{ vm }}', state: absent}\n")
-        baseline = [_run(home, debug) for _round in range(rounds)]
-        firsts, reruns = [], []
+        baseline, firsts, reruns, connecting = [], [], [], []
         for index in range(rounds):
             name = "bench%d" % index
-            for target, bucket in ((first_vm, firsts), (first_vm, reruns)):
-                env_play = _play(home, target.read_text().replace("{{ vm }}", name))
-                bucket.append(_run(home, env_play))
-            _run(home, _play(home, down.read_text().replace("{{ vm }}", name)))
+            up = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                             "    - gpuprov.cloud.vm: {name: %s}\n" % name)
+            down = _play(home, "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                               "    - gpuprov.cloud.vm: {name: %s, state: absent}\n" % name)
+            baseline.append(_run(home, debug))
+            firsts.append(_run(home, up))
+            connecting.append(_connecting_to_ready(home, name))
+            reruns.append(_run(home, up))
+            _run(home, down)
         base = statistics.median(baseline)
         print("ansible-playbook, one debug task:        median %.3f s" % base)
         print("gpuprov.cloud.vm, first provision:       median %.3f s  ratio %.2fx" % (
             statistics.median(firsts), statistics.median(firsts) / base))
         print("gpuprov.cloud.vm, idempotent re-run:     median %.3f s  ratio %.2fx" % (
             statistics.median(reruns), statistics.median(reruns) / base))
+        print("first local launch, Connecting -> Ready: median %.3f s  (max %.3f s)" % (
+            statistics.median(connecting), max(connecting)))
 
 
 def bench_journal(count: int) -> None:

@@ -239,6 +239,15 @@ k8s:
     access: {description: "How the API is reached: C(Direct) or C(SshTunnel).", type: str, returned: always}
     boot_script: {description: "Whether O(boot_script) was delivered at boot by this cloud.", type: bool, returned: always}
     note: {description: "Why k3s is skipped, when it is.", type: str, returned: always}
+tags:
+  description:
+    - The user tags this run changed on a VM it kept (O(tags) set, on a cloud that can change them); in check mode,
+      those it would change.
+  returned: O(tags) set and an existing VM was kept
+  type: dict
+  contains:
+    set: {description: The tags set or given a new value., type: dict, returned: always, sample: {team: ml}}
+    removed: {description: "The tags removed (O(purge_tags)).", type: list, elements: str, returned: always}
 ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)

@@ -96,3 +96,88 @@ def test_aws_refuses_a_tag_it_could_not_hold_before_any_call(aws):
     with pytest.raises(ProviderError) as info:
         provider.prepare(offer, spec(tags={"team": "ml#1"}))
     assert info.value.msg.startswith("tags.team: 'ml#1' cannot be an AWS tag value")
+
+
+def test_aws_retag_sets_and_purges_user_tags_only(aws):
+    provider, ec2 = aws
+    offer = Offer(cloud="aws", region="us-east-1", instance_type="g4dn.xlarge", gpu="T4", gpu_count=1)
+    prepared = provider.prepare(offer, spec())
+    instance_id = provider.create(offer, prepared, spec())
+    assert provider.retag(offer.location, "tagged", instance_id, dict(USER), purge=True) == {"set": {}, "removed": []}
+    wanted = {"team": "ai", "owner": "kim"}
+    assert provider.retag(offer.location, "tagged", instance_id, wanted, purge=True, check=True) == {
+        "set": {"team": "ai", "owner": "kim"}, "removed": ["cost-center"]}
+    inst = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    assert _tags(inst)["team"] == "ml"   # check changed nothing
+    provider.retag(offer.location, "tagged", instance_id, wanted, purge=True)
+    inst = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    group = ec2.describe_security_groups(GroupIds=[prepared["security_group_id"]])["SecurityGroups"][0]
+    for resource in (inst, group):
+        tags = _tags(resource)
+        assert tags["team"] == "ai" and tags["owner"] == "kim" and "cost-center" not in tags, tags
+        assert tags[VM_NAME_TAG] == "tagged" and tags[JOURNAL_ID_TAG] == JOURNAL
+    assert _tags(inst)["Name"] == "tagged"
+    kept = provider.retag(offer.location, "tagged", instance_id, {"extra": "1"}, purge=False)
+    assert kept == {"set": {"extra": "1"}, "removed": []}
+    with pytest.raises(ProviderError) as info:
+        provider.retag(offer.location, "other", instance_id, {}, purge=True)
+    assert info.value.msg.startswith("tags: %s is not an instance of VM other" % instance_id)
+    provider.delete(offer.location, "tagged", [instance_id])
+
+
+# -- the vm module on the local cloud (real sshd): made with the tags, a kept VM retagged ---------
+
+VM = {"name": "tagvm", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
+      "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
+      "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": None, "boot_script": None,
+      "tags": {"team": "ml", "cost-center": 42}, "purge_tags": True}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    yield tmp_path
+    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+        VmService(dict(VM, state="absent")).run()
+
+
+def _local_tags(home, instance_id):
+    import json
+    return json.loads((home / "local" / "tagvm" / instance_id / "instance.json").read_text())["tags"]
+
+
+def test_vm_tags_a_new_vm_and_retags_a_kept_one_with_purge_tags(home):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    up = VmService(dict(VM)).run()
+    assert up["changed"] and up["state"] == "Ready", up
+    instance_id = up["vm"]["instance_id"]
+    tags = _local_tags(home, instance_id)
+    assert {k: tags[k] for k in ("team", "cost-center")} == {"team": "ml", "cost-center": "42"}
+    assert tags[VM_NAME_TAG] == "tagvm" and tags[JOURNAL_ID_TAG]
+
+    same = VmService(dict(VM)).run()
+    assert same["changed"] is False and same["tags"] == {"set": {}, "removed": []}
+    untouched = VmService(dict(VM, tags=None)).run()
+    assert untouched["changed"] is False and "tags" not in untouched
+
+    would = VmService(dict(VM, tags={"team": "ai"})).run(check_mode=True)
+    assert would["changed"] and would["tags"] == {"set": {"team": "ai"}, "removed": ["cost-center"]}
+    assert "would change tags: set team=ai; removed cost-center" in would["msg"]
+    assert _local_tags(home, instance_id)["team"] == "ml"
+
+    added = VmService(dict(VM, tags={"owner": "kim"}, purge_tags=False)).run()
+    assert added["changed"] and added["tags"] == {"set": {"owner": "kim"}, "removed": []}
+    purged = VmService(dict(VM, tags={"team": "ai"})).run()
+    assert purged["changed"] and purged["tags"] == {"set": {"team": "ai"}, "removed": ["cost-center", "owner"]}
+    tags = _local_tags(home, instance_id)
+    assert tags["team"] == "ai" and "owner" not in tags and tags[VM_NAME_TAG] == "tagvm"   # identity stays
+    assert purged["vm"]["instance_id"] == instance_id   # the same VM, never recreated for its tags
+
+
+def test_vm_refuses_a_reserved_tag_before_anything_exists(home):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    result = VmService(dict(VM, tags={"gpuprov-vm-name": "other"})).run()
+    assert result["failed"] and result["msg"].startswith("tags: 'gpuprov-vm-name' is reserved"), result
+    assert not (home / "local" / "tagvm").exists()

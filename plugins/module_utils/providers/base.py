@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 # The tag/label every resource of a VM carries; observe, crash adoption and the
 # orphan sweep find resources by it.
@@ -296,6 +296,14 @@ def _shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
+def tag_changes(current: Dict[str, str], tags: Dict[str, str], purge: bool,
+                keep: Callable[[str], bool]) -> Dict[str, Any]:
+    """What ``retag`` changes: the ``tags`` whose value differs from ``current``, and with ``purge``
+    the names of ``current`` not in ``tags`` for which ``keep`` (gpuprov's and the cloud's own) is false."""
+    removed = sorted(k for k in current if purge and k not in tags and not keep(k))
+    return {"set": {k: v for k, v in tags.items() if current.get(k) != v}, "removed": removed}
+
+
 @dataclasses.dataclass
 class InstanceSpec(_Record):
     vm_name: str
@@ -389,6 +397,19 @@ class Provider(abc.ABC):
         """The tags/labels of a resource made for ``spec``: the user's (``spec.tags``) merged with the
         identity tags, which win (a user tag can never pass for another VM or journal)."""
         return dict(spec.tags or {}, **self.identity_tags(spec.vm_name))
+
+    # Whether ``retag`` can change the user tags of an existing instance (the ``tags`` option on a kept VM).
+    can_retag = False
+
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """Give instance ``instance_id`` of ``vm_name`` the user tags ``tags`` (and, with ``purge``, drop
+        the other user tags it carries; gpuprov's own and the cloud's reserved ones always stay).
+        Returns ``{"set": {name: value}, "removed": [name]}``, both empty when nothing changes;
+        ``check`` computes it without changing anything. One call per resource of the VM, no wait.
+        Only where ``can_retag``."""
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: the %s cloud cannot change the tags of an existing VM"
+                            % self.name)
 
     def capabilities(self) -> Capabilities:
         """What this cloud can do (k3s, boot scripts, spot, k3s access), and its pace

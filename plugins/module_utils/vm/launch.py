@@ -461,7 +461,7 @@ class LaunchMachine(Machine):
                 "zone": location.get("zone") or state.get("zone"),
                 "instance_type": offer["instance_type"], "gpu": offer.get("gpu"),
                 "gpu_count": offer.get("gpu_count"), "spot": offer.get("spot", False),
-                "price_per_hour": offer.get("price_per_hour"),
+                "price_per_hour": offer.get("price_per_hour"), "tags": dict(self.ctx.settings.spec.tags),
                 "ssh": {"host": endpoint["host"], "port": endpoint["port"],
                         "user": endpoint.get("user") or self.ctx.settings.spec.ssh_user},
                 "host_key_alias": host_key_alias(self.ctx.settings.vm_name, location, state["instance_id"]),

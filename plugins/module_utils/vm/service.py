@@ -234,7 +234,8 @@ class VmService:
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
                               name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
-            return result
+            # A VM made by this run has this run's tags already; a kept one may need them changed.
+            return self._retag(ctx, vm, result, check=False) if state.get("reused") else result
         if state["kind"] == "Leaked":
             projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked",
                                  detail={"targets": state["targets"]})
@@ -252,11 +253,12 @@ class VmService:
         up = bool(vm and row.state.get("kind") == "Ready" and self._still_up(ctx, vm))
         differs = launch.request_mismatch(vm, ctx.settings) if up else []
         if up and not differs:
-            return dict(base, changed=False, search=None, plan=[], after_vm=vm_diff.of_journalled_vm(vm, "running"),
+            kept = dict(base, changed=False, search=None, plan=[], after_vm=vm_diff.of_journalled_vm(vm, "running"),
                         vm=_vm_result(vm, "running", True), k8s=k8s_result(ctx, vm, self._k8s),
                         connection=ssh.connection_vars(vm, files), ssh_config=files.ssh_config,
                         msg="would keep %s: up at %s:%d (%s)" % (
                             name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
+            return self._retag(ctx, vm, kept, check=True)
         if differs and not ctx.settings.recreate:
             return dict(base, changed=False, failed=True, search=None, plan=[],
                         msg="%s exists but does not match the request: %s; set recreate: true to replace it, or "
@@ -276,6 +278,35 @@ class VmService:
                     msg="would %sprovision %s, trying %d offer(s) in order: %s%s" % (
                         replacing, name, len(plan), tries,
                         "; skipping %s" % "; ".join(skipped) if skipped else ""))
+
+    def _retag(self, ctx: VmContext, vm: Dict[str, Any], result: Dict[str, Any], check: bool) -> Dict[str, Any]:
+        """With the tags option set, give a kept VM those user tags (purge_tags: and no others) where its
+        cloud can change them, else warn when they differ from the ones it was made with. Updates and
+        returns ``result`` (RV(tags), changed, msg)."""
+        if self.params.get("tags") is None:
+            return result
+        tags, purge = ctx.settings.spec.tags, self.params.get("purge_tags") is not False
+        location = Location.from_dict(vm["location"])
+        provider = ctx.provider(location.cloud)
+        if not provider.can_retag:
+            made_with = vm.get("tags") or {}
+            if made_with != tags and (purge or any(made_with.get(k) != v for k, v in tags.items())):
+                result.setdefault("warnings", []).append(
+                    "tags: the %s cloud cannot change the tags of an existing VM; %s keeps the ones it was made "
+                    "with (%s)" % (location.cloud, vm["name"], ", ".join(
+                        "%s=%s" % item for item in sorted(made_with.items())) or "none"))
+            return result
+        try:
+            changes = provider.retag(location, vm["name"], vm["instance_id"], tags, purge, check=check)
+        except ProviderError as exc:
+            return dict(result, failed=True, msg="%s: %s" % (vm["name"], exc.msg))
+        result["tags"] = changes
+        if changes["set"] or changes["removed"]:
+            what = "; ".join(part for part in (
+                "set %s" % ", ".join("%s=%s" % item for item in sorted(changes["set"].items())) if changes["set"]
+                else "", "removed %s" % ", ".join(changes["removed"]) if changes["removed"] else "") if part)
+            result.update(changed=True, msg="%s; %stags: %s" % (result["msg"], "would change " if check else "", what))
+        return result
 
     def _preview_search(self, ctx: VmContext):
         """The search Planning would make (offer rows, in the order tried) and what it would skip, read-only."""

@@ -50,7 +50,7 @@ from ansible.module_utils.urls import ConnectionError as UrlConnectionError, ope
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
@@ -235,6 +235,33 @@ class AwsProvider(TypedOptionsProvider):
                 if error_code(exc) not in GONE_CODES:
                     raise
 
+    can_retag = True
+
+    @_classified
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """The user tags of the instance, its volumes and its security groups, read from the instance."""
+        self._checked_user_tags(tags)
+        ec2 = self._client("ec2", location.region)
+        found = list(self._instances(ec2, [{"Name": "instance-id", "Values": [instance_id]}]))
+        if not found or _tags(found[0]).get(VM_NAME_TAG) != vm_name:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not an instance of VM %s in %s"
+                                % (instance_id, vm_name, location.region))
+        inst = found[0]
+        changes = tag_changes(_tags(inst), tags, purge, keep=lambda name: name == "Name" or name.startswith(
+            ("gpuprov-", "aws:")))
+        if check or not (changes["set"] or changes["removed"]):
+            return changes
+        resources = [instance_id] + [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or []
+                                     if (m.get("Ebs") or {}).get("VolumeId")]
+        resources += [g["GroupId"] for g in inst.get("SecurityGroups") or []
+                      if g.get("GroupName", "").startswith(SG_PREFIX + vm_name)]
+        if changes["set"]:
+            ec2.create_tags(Resources=resources, Tags=[{"Key": k, "Value": v} for k, v in changes["set"].items()])
+        if changes["removed"]:
+            ec2.delete_tags(Resources=resources, Tags=[{"Key": k} for k in changes["removed"]])
+        return changes
+
     @_classified
     def cleanup(self, location: Location, vm_name: str) -> None:
         # Another journal's instances use that journal's group: they neither block nor matter here.
@@ -266,16 +293,20 @@ class AwsProvider(TypedOptionsProvider):
     def _resource_tags(self, spec: InstanceSpec, own: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
         """The user's tags under the identity tags and ``own`` (both win), as EC2 tags; InvalidRequest
         naming the tag for one AWS would refuse."""
-        for key, value in spec.tags.items():
+        self._checked_user_tags(spec.tags)
+        merged = dict(spec.tags, **{t["Key"]: t["Value"] for t in self._identity_tags(spec.vm_name)})
+        merged.update(own or {})
+        return [{"Key": key, "Value": value} for key, value in merged.items()]
+
+    @staticmethod
+    def _checked_user_tags(tags: Dict[str, str]) -> None:
+        for key, value in tags.items():
             if len(key) > 128 or key.lower().startswith("aws:") or not _TAG_VALUE_RE.match(key):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %r cannot be an AWS tag name (at most 128 "
                                     "letters, digits, spaces and _ . : / = + - @, not starting with aws:)" % key)
             if not _TAG_VALUE_RE.match(value):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be an AWS tag value (at most 256 "
                                     "letters, digits, spaces and _ . : / = + - @)" % (key, value))
-        merged = dict(spec.tags, **{t["Key"]: t["Value"] for t in self._identity_tags(spec.vm_name)})
-        merged.update(own or {})
-        return [{"Key": key, "Value": value} for key, value in merged.items()]
 
     @property
     def _k3s_direct(self) -> bool:

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError,
-    ResourceKind, ResourceRequest, SshEndpoint, Status,
+    ResourceKind, ResourceRequest, SshEndpoint, Status, tag_changes,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.local import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
@@ -192,10 +192,32 @@ class LocalProvider(TypedOptionsProvider):
         """The folder and its record: from here on observe reports the instance."""
         os.makedirs(folder, mode=0o700)
         record = {"vm_name": spec.vm_name, "instance_id": instance_id, "port": port, "user": self.user,
-                  "created_at": time.time(), "journal_id": self.journal_id}
+                  "created_at": time.time(), "journal_id": self.journal_id, "tags": self.resource_tags(spec)}
         partial = os.path.join(folder, RECORD + ".new")
         _write_new(partial, json.dumps(record).encode())
         os.rename(partial, os.path.join(folder, RECORD))  # whole or absent, never half written
+
+    can_retag = True
+
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        folder = self._folder(vm_name, instance_id)
+        record = self._record(folder)
+        if record is None:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s has no instance %s" % (vm_name, instance_id))
+        current = dict(record.get("tags") or {})
+        changes = tag_changes(current, tags, purge, keep=lambda name: name.startswith("gpuprov-"))
+        if check or not (changes["set"] or changes["removed"]):
+            return changes
+        current.update(changes["set"])
+        for name in changes["removed"]:
+            current.pop(name)
+        partial = os.path.join(folder, RECORD + ".new")
+        if os.path.exists(partial):
+            os.unlink(partial)   # a retag that died before its rename
+        _write_new(partial, json.dumps(dict(record, tags=current)).encode())
+        os.rename(partial, os.path.join(folder, RECORD))
+        return changes
 
     def _write_files(self, folder: str, spec: InstanceSpec, instance_id: str, port: int) -> None:
         from cryptography.hazmat.primitives import serialization

@@ -181,3 +181,29 @@ def test_vm_refuses_a_reserved_tag_before_anything_exists(home):
     result = VmService(dict(VM, tags={"gpuprov-vm-name": "other"})).run()
     assert result["failed"] and result["msg"].startswith("tags: 'gpuprov-vm-name' is reserved"), result
     assert not (home / "local" / "tagvm").exists()
+
+
+# -- docker: container labels ------------------------------------------------------------------------
+
+def test_docker_labels_the_container_with_the_user_tags_under_gpuprov_labels():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker import (
+        DEFAULT_BASE_IMAGE, DockerProvider,
+    )
+    from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
+    engine, why = de.engine()
+    if engine is None:
+        pytest.skip(why)
+    de.ensure_base_image(engine, DEFAULT_BASE_IMAGE)
+    provider = DockerProvider(journal_id=JOURNAL)
+    name = de.unique_name("tut-labels")
+    made = spec(name, tags=dict(USER, **{"gpuprov-managed-by": "me"}))   # forged: gpuprov's own label wins
+    offer = provider.plan(ResourceRequest(vm_name=name))[0]
+    try:
+        provider.create(offer, provider.prepare(offer, made), made)
+        labels = de.containers_of(engine, name)[0].labels
+        assert {k: labels.get(k) for k in USER} == USER, labels
+        assert labels[VM_NAME_TAG] == name and labels[JOURNAL_ID_TAG] == JOURNAL
+        assert labels["gpuprov-managed-by"] == "gpuprov.cloud"
+    finally:
+        de.remove_containers(engine, name)

@@ -460,7 +460,7 @@ class DockerProvider(TypedOptionsProvider):
         if offer.gpu_count and offer.detail.get("gpu_runtime"):
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=int(offer.gpu_count), capabilities=[["gpu"]])]
         name = container_name(spec.vm_name)
-        labels = self.identity_tags(spec.vm_name)
+        labels = self.resource_tags(spec)   # the user's tags as labels, under gpuprov's own
         labels.update({MANAGED_LABEL: "gpuprov.cloud", SSH_USER_LABEL: spec.ssh_user or "root"})
         try:
             container = client.containers.create(

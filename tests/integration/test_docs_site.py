@@ -68,7 +68,7 @@ class Browser:
 
     def _read_message(self):
         while b"\0" not in self._buffer:
-            ready, _, _ = select.select([self._from_chrome], [], [], BROWSER_GUARD_S)
+            ready = select.select([self._from_chrome], [], [], BROWSER_GUARD_S)[0]
             chunk = os.read(self._from_chrome, 1 << 20) if ready else b""
             if not chunk:
                 raise AssertionError("chromium stopped answering: %s" % self.stderr_tail())

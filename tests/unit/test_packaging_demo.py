@@ -67,7 +67,7 @@ def demo_sshd(search, env):
 
 
 def test_demo_sshd_is_silent_when_sshd_is_there(no_sshd):
-    _, search, env = no_sshd
+    search, env = no_sshd[1:]
     fake_tool(search, "sshd", "exit 0")
     result = demo_sshd(search, env)
     assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr

@@ -207,3 +207,30 @@ def test_docker_labels_the_container_with_the_user_tags_under_gpuprov_labels():
         assert labels["gpuprov-managed-by"] == "gpuprov.cloud"
     finally:
         de.remove_containers(engine, name)
+
+
+# -- nebius (gRPC fake): the instance and its boot disk ----------------------------------------------
+
+def test_nebius_labels_the_instance_and_its_boot_disk():
+    pytest.importorskip("nebius")
+    import tempfile
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import NebiusProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes.nebius_grpc import NebiusGrpcFake
+    with tempfile.TemporaryDirectory() as folder:
+        fake = NebiusGrpcFake(folder)
+        try:
+            provider = NebiusProvider({"api_endpoint": fake.api_endpoint, "api_insecure": True, "iam_token": fake.token,
+                                       "project_id": fake.project_id, "ssh_port": fake.ssh_port,
+                                       "request_timeout_s": 10}, journal_id=JOURNAL)
+            made = InstanceSpec(vm_name="tagged", ssh_public_key=KEY, allowed_cidrs=["198.51.100.7/32"],
+                                tags=dict(USER, **{"gpuprov-ssh-user": "mallory"}))
+            offer = provider.plan(ResourceRequest(vm_name="tagged", gpu="H100"))[0]
+            provider.create(offer, provider.prepare(offer, made), made)
+            request = [c for c in fake.calls if c[0] == "instances.create"][-1][1]
+        finally:
+            fake.stop()
+    for labels in (dict(request.metadata.labels), dict(request.spec.boot_disk.managed_disk.labels)):
+        assert {k: labels.get(k) for k in USER} == USER, labels
+        assert labels[VM_NAME_TAG] == "tagged" and labels[JOURNAL_ID_TAG] == JOURNAL
+    assert request.metadata.labels["gpuprov-ssh-user"] == "ubuntu"   # gpuprov's own label wins

@@ -319,7 +319,8 @@ class NebiusProvider(TypedOptionsProvider):
                         spec: Optional[InstanceSpec]) -> Any:
         """The CreateInstanceRequest of ``offer`` (without network and user data when pricing)."""
         vm = spec.vm_name if spec else "gpuprov-price"
-        disk = ManagedDisk(name=catalog.boot_disk_name(vm), labels=self.identity_tags(vm) if spec else {},
+        labels = self.resource_tags(spec) if spec else {}   # the user's labels under the identity ones
+        disk = ManagedDisk(name=catalog.boot_disk_name(vm), labels=labels,
                            spec=DiskSpec(size_gibibytes=self.options["disk_size_gib"],
                                          type=getattr(DiskSpec.DiskType, self.options["disk_type"]),
                                          source_image_family=SourceImageFamily(
@@ -337,8 +338,7 @@ class NebiusProvider(TypedOptionsProvider):
             body.cloud_init_user_data = catalog.cloud_init(prepared.get("ssh_user") or self.options["ssh_user"],
                                                            spec.ssh_public_key, spec.boot_script)
         return CreateInstanceRequest(
-            metadata=ResourceMetadata(parent_id=self.project, name=vm,
-                                      labels=self.identity_tags(vm) if spec else {}), spec=body)
+            metadata=ResourceMetadata(parent_id=self.project, name=vm, labels=labels), spec=body)
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
         validate_vm_name(spec.vm_name)

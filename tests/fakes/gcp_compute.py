@@ -54,6 +54,7 @@ from werkzeug import Request, Response
 BASE = "https://www.googleapis.com/compute/v1"
 PROJECT = "gpuprov-test"
 NAME_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+NAME_RULE = "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 STATUS_TEXT = {400: "BAD REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT FOUND",
@@ -387,7 +388,8 @@ class GcpComputeFake:
         for zone in sorted(self.zones):
             listed = [item for z, item in page if z == zone]
             items["zones/" + zone] = {what: listed} if listed else {"warning": {
-                "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/%s' on this page." % zone,
+                "code": "NO_RESULTS_ON_PAGE",
+                "message": "There are no results for scope 'zones/%s' on this page." % zone,
                 "data": [{"key": "scope", "value": "zones/" + zone}]}}
         out = {"kind": "compute#%sAggregatedList" % what[:-1], "id": "projects/%s/aggregated/%s" % (self.project, what),
                "items": items, "selfLink": "%s/projects/%s/aggregated/%s" % (BASE, self.project, what)}
@@ -473,7 +475,8 @@ class GcpComputeFake:
     def _get_instance(self, project, zone, name, args, body):
         inst = self.instances.get((zone, name))
         if inst is None or not self._visible(inst):
-            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found" % (project, zone, name))
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found"
+                            % (project, zone, name))
         return self._public(inst)
 
     def _invalid(self, field: str, value: Any, why: str) -> FakeError:
@@ -483,7 +486,7 @@ class GcpComputeFake:
         body = body or {}
         name = body.get("name", "")
         if not NAME_RE.match(name):
-            raise self._invalid("resource.name", name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+            raise self._invalid("resource.name", name, NAME_RULE)
         mt = (body.get("machineType") or "").rsplit("/", 1)[-1]
         if not re.search(r"zones/%s/machineTypes/" % re.escape(zone), body.get("machineType") or "") \
                 or mt not in self.zones[zone][0]:
@@ -494,7 +497,7 @@ class GcpComputeFake:
                 raise self._invalid("resource.labels", "%s=%s" % (key, value), "Label key or value is not valid.")
         for tag in (body.get("tags") or {}).get("items") or []:
             if not NAME_RE.match(tag):
-                raise self._invalid("resource.tags.items", tag, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+                raise self._invalid("resource.tags.items", tag, NAME_RULE)
         disks = body.get("disks") or []
         boot = [d for d in disks if d.get("boot")]
         if len(boot) != 1:
@@ -548,19 +551,23 @@ class GcpComputeFake:
         inst = json.loads(json.dumps(body))
         inst.update({"kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": TS,
                      "status": "PROVISIONING", "zone": self._zone_url(zone), "selfLink": target,
-                     "machineType": "%s/machineTypes/%s" % (self._zone_url(zone), mt), "cpuPlatform": "Unknown CPU Platform",
+                     "machineType": "%s/machineTypes/%s" % (self._zone_url(zone), mt),
+                     "cpuPlatform": "Unknown CPU Platform",
                      "labelFingerprint": "42WmSpB8rSM=", "fingerprint": "nMeu3Q6Oa0A=", "startRestricted": False,
                      "deletionProtection": False, "_zone": zone})
         for i, nic in enumerate(inst.get("networkInterfaces") or []):
-            nic.update({"kind": "compute#networkInterface", "name": "nic%d" % i, "networkIP": "10.128.0.%d" % next(self._ips),
-                        "network": "%s/projects/%s/global/networks/default" % (BASE, project), "stackType": "IPV4_ONLY"})
+            nic.update({"kind": "compute#networkInterface", "name": "nic%d" % i,
+                        "networkIP": "10.128.0.%d" % next(self._ips), "stackType": "IPV4_ONLY",
+                        "network": "%s/projects/%s/global/networks/default" % (BASE, project)})
             for ac in nic.get("accessConfigs") or []:
                 ac.update({"kind": "compute#accessConfig", "networkTier": "PREMIUM"})
         for i, disk in enumerate(inst.get("disks") or []):
             disk.update({"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "index": i,
-                         "deviceName": "persistent-disk-%d" % i, "source": "%s/disks/%s" % (self._zone_url(zone), name)})
+                         "deviceName": "persistent-disk-%d" % i,
+                         "source": "%s/disks/%s" % (self._zone_url(zone), name)})
         for acc in inst.get("guestAccelerators") or []:
-            acc["acceleratorType"] = "%s/acceleratorTypes/%s" % (self._zone_url(zone), acc["acceleratorType"].rsplit("/", 1)[-1])
+            acc["acceleratorType"] = "%s/acceleratorTypes/%s" % (
+                self._zone_url(zone), acc["acceleratorType"].rsplit("/", 1)[-1])
         self.instances[(zone, name)] = inst
         return self._new_op("insert", target, zone)
 
@@ -656,7 +663,8 @@ class GcpComputeFake:
     def _delete_instance(self, project, zone, name, args, body):
         inst = self.instances.get((zone, name))
         if inst is None or (inst.get("_deleting") is not None and not self._visible(inst)):
-            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found" % (project, zone, name))
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found"
+                            % (project, zone, name))
         target = "%s/instances/%s" % (self._zone_url(zone), name)
         if self.delete_lag <= 0:
             del self.instances[(zone, name)]
@@ -699,7 +707,7 @@ class GcpComputeFake:
 
     def _check_firewall(self, fw: Dict[str, Any]) -> None:
         if not NAME_RE.match(fw.get("name") or ""):
-            raise self._invalid("resource.name", fw.get("name"), "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+            raise self._invalid("resource.name", fw.get("name"), NAME_RULE)
         for rule in fw.get("allowed") or []:
             if rule.get("IPProtocol") not in ("tcp", "udp", "icmp", "all"):
                 raise self._invalid("resource.allowed[0].IPProtocol", rule.get("IPProtocol"), "Unknown protocol.")
@@ -715,7 +723,8 @@ class GcpComputeFake:
         if not fw.get("sourceRanges") and not fw.get("sourceTags"):
             fw["sourceRanges"] = ["0.0.0.0/0"]  # the documented default when no source is given
         fw.update({"kind": "compute#firewall", "id": str(next(self._ids)), "creationTimestamp": TS, "disabled": False,
-                   "network": "%s/projects/%s/global/networks/default" % (BASE, project), "selfLink": self._fw_url(fw["name"]),
+                   "network": "%s/projects/%s/global/networks/default" % (BASE, project),
+                   "selfLink": self._fw_url(fw["name"]),
                    "logConfig": {"enable": False}})
         self.firewalls[fw["name"]] = fw
         return self._new_op("insert", self._fw_url(fw["name"]), None)

@@ -234,3 +234,27 @@ def test_nebius_labels_the_instance_and_its_boot_disk():
         assert {k: labels.get(k) for k in USER} == USER, labels
         assert labels[VM_NAME_TAG] == "tagged" and labels[JOURNAL_ID_TAG] == JOURNAL
     assert request.metadata.labels["gpuprov-ssh-user"] == "ubuntu"   # gpuprov's own label wins
+
+
+# -- hyperstack (REST fake): the VM's labels -----------------------------------------------------------
+
+def test_hyperstack_labels_the_vm_name_equals_value():
+    pytest.importorskip("requests")
+    import tempfile
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack import HyperstackProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes.hyperstack_api import HyperstackApiFake
+    with tempfile.TemporaryDirectory() as folder:
+        fake = HyperstackApiFake(folder)
+        try:
+            provider = HyperstackProvider({"api_url": fake.api_url, "api_key": fake.token, "ssh_user": "tester",
+                                           "ssh_port": fake.ssh_port, "allowed_cidrs": ["198.51.100.7/32"]},
+                                          journal_id=JOURNAL)
+            made = spec("tagged-hs")
+            offer = provider.plan(ResourceRequest(vm_name="tagged-hs", gpu="A100-80GB"))[0]
+            provider.create(offer, provider.prepare(offer, made), made)
+            (_key, _method, _path, _query, body), = fake.calls_of("vms.create")
+        finally:
+            fake.stop()
+    assert sorted(body["labels"]) == sorted(["cost-center=42", "team=ml", "gpuprov-vm-name=tagged-hs",
+                                             "gpuprov-journal-id=%s" % JOURNAL])

@@ -254,7 +254,7 @@ class HyperstackProvider(TypedOptionsProvider):
             "key_name": prepared["key_name"], "count": 1, "assign_floating_ip": True,
             "enable_port_randomization": False,
             "security_rules": self._security_rules(prepared["source_ranges"], prepared["ports"]),
-            "labels": catalog.labels(self.identity_tags(vm)),
+            "labels": catalog.labels(self.resource_tags(spec)),   # the user's labels under the identity ones
         }
         if spec.boot_script is not None:
             body["user_data"] = spec.boot_script.to_shell()  # a "#!" script is cloud-init user data as it is

@@ -258,3 +258,34 @@ def test_hyperstack_labels_the_vm_name_equals_value():
             fake.stop()
     assert sorted(body["labels"]) == sorted(["cost-center=42", "team=ml", "gpuprov-vm-name=tagged-hs",
                                              "gpuprov-journal-id=%s" % JOURNAL])
+
+
+# -- digitalocean (REST fake): the droplet's tags ------------------------------------------------------
+
+def test_digitalocean_tags_the_droplet_name_colon_value_and_refuses_what_it_cannot_hold():
+    pytest.importorskip("requests")
+    import tempfile
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean import DigitalOceanProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes.digitalocean_api import DigitalOceanApiFake, public_key
+    with tempfile.TemporaryDirectory() as folder:
+        fake = DigitalOceanApiFake(folder)
+        try:
+            provider = DigitalOceanProvider({"api_url": fake.api_url, "api_key": fake.token,
+                                             "ssh_port": fake.ssh_port}, journal_id=JOURNAL)
+            made = InstanceSpec(vm_name="tagged-do", ssh_public_key=public_key("me@laptop", b"unit"),
+                                allowed_cidrs=["203.0.113.9/32"], tags=dict(USER))
+            offer = next(o for o in provider.plan(ResourceRequest(vm_name="tagged-do", gpu="RTX4000ADA"))
+                         if o.available)
+            droplet = provider.create(offer, provider.prepare(offer, made), made)
+            tags = fake.droplets[int(droplet)]["tags"]
+            calls = len(fake.calls)
+            with pytest.raises(ProviderError) as info:
+                provider.prepare(offer, InstanceSpec(vm_name="tagged-do", ssh_public_key=made.ssh_public_key,
+                                                     tags={"team": "m l"}))
+            assert len(fake.calls) == calls   # refused before any call
+        finally:
+            fake.stop()
+    assert {"team:ml", "cost-center:42"} <= set(tags), tags
+    assert any(t.startswith(VM_NAME_TAG + ":") for t in tags) and any(t.startswith(JOURNAL_ID_TAG) for t in tags)
+    assert info.value.msg.startswith("tags.team: 'team:m l' cannot be a DigitalOcean tag")

@@ -55,6 +55,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
 )
 
 K3S_DIRECT_PORTS = (6443, 80, 443)
+_USER_TAG_RE = re.compile(r"^[A-Za-z0-9:_-]{1,255}$")   # what DigitalOcean takes as a tag name
 USER_DATA_MAX_BYTES = 64 * 1024     # "may not exceed 64 KiB" (droplet create schema)
 PER_PAGE = 200                      # the API's maximum page size
 # Where DigitalOcean's GPU Droplets run (its GPU docs): the regions a sold-out GPU size is
@@ -251,6 +252,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
+        self._user_tags(spec)   # a tag DigitalOcean would refuse fails before any call
         cidrs, ports = self._cidrs(spec), self._ports(spec)
         key = self._ssh_key(vm, spec.ssh_public_key)
         name = catalog.firewall_name(vm, self.journal_id)
@@ -268,6 +270,18 @@ class DigitalOceanProvider(TypedOptionsProvider):
             tags.append(catalog.journal_tag(self.journal_id))
         return tags
 
+    @staticmethod
+    def _user_tags(spec: InstanceSpec) -> List[str]:
+        """The user's tags as DigitalOcean tag names, ``name:value``; InvalidRequest naming one it would refuse."""
+        out = []
+        for key, value in sorted(spec.tags.items()):
+            name = "%s:%s" % (key, value) if value else key
+            if not _USER_TAG_RE.match(name):
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be a DigitalOcean tag (name:value "
+                                    "of at most 255 letters, digits, ':', '-' and '_')" % (key, name))
+            out.append(name)
+        return out
+
     def _image(self, offer: Offer) -> Any:
         image = self.options["image"] or offer.detail.get("image") or catalog.default_image(
             offer.detail.get("vendor"), offer.gpu_count)
@@ -275,7 +289,8 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
         vm = validate_vm_name(spec.vm_name)
-        tags = self._tags(vm) + ([prepared["firewall_tag"]] if prepared.get("firewall_tag") else [])
+        tags = self._user_tags(spec) + self._tags(vm) + (
+            [prepared["firewall_tag"]] if prepared.get("firewall_tag") else [])
         body: Dict[str, Any] = {"name": vm, "region": offer.region, "size": offer.instance_type,
                                 "image": self._image(offer), "ssh_keys": [prepared["ssh_key_id"]], "tags": tags}
         if spec.boot_script is not None:

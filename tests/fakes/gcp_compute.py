@@ -506,9 +506,9 @@ class GcpComputeFake:
         if not self._image_exists(source):
             raise FakeError(404, "The resource '%s' was not found" % source, "notFound")
         nics = body.get("networkInterfaces") or []
-        if not nics or not re.search(r"global/networks/default$", nics[0].get("network") or "global/networks/default"):
-            raise FakeError(404, "The resource 'projects/%s/global/networks/%s' was not found"
-                            % (project, (nics[0].get("network") if nics else "")), "notFound")
+        if not nics:
+            raise self._invalid("resource.networkInterfaces", "[]", "At least one network interface is required.")
+        self._check_network(project, nics[0].get("network"))
         accels = body.get("guestAccelerators") or []
         for acc in accels:
             acc_name = (acc.get("acceleratorType") or "").rsplit("/", 1)[-1]
@@ -705,9 +705,18 @@ class GcpComputeFake:
             raise FakeError(404, "The resource 'projects/%s/global/firewalls/%s' was not found" % (project, name))
         return self.firewalls[name]
 
+    @staticmethod
+    def _check_network(project: str, network: Optional[str]) -> None:
+        """Only the ``default`` network exists (unset means it, as in the API)."""
+        name = (network or "global/networks/default").rsplit("/", 1)[-1]
+        if name != "default":
+            raise FakeError(404, "The resource 'projects/%s/global/networks/%s' was not found" % (project, name),
+                            "notFound")
+
     def _check_firewall(self, fw: Dict[str, Any]) -> None:
         if not NAME_RE.match(fw.get("name") or ""):
             raise self._invalid("resource.name", fw.get("name"), NAME_RULE)
+        self._check_network(self.project, fw.get("network"))
         for rule in fw.get("allowed") or []:
             if rule.get("IPProtocol") not in ("tcp", "udp", "icmp", "all"):
                 raise self._invalid("resource.allowed[0].IPProtocol", rule.get("IPProtocol"), "Unknown protocol.")

@@ -151,6 +151,7 @@ MISSING = [
     ("image_family", "projects/ubuntu-os-accelerator-images/global/images/family/no-such-family"),
     ("image_family", "projects/p/global/images/gone-v1"),
     ("firewall", "projects/p/global/firewalls/gpuprov-x"),
+    ("image_family", "https://www.googleapis.com/compute/v1/projects/p/global/images/gone-v1"),
 ]
 
 
@@ -160,7 +161,7 @@ def test_missing_configuration_is_a_bad_request_naming_it(field, path, status, i
     code = "RESOURCE_NOT_FOUND" if item is op_item else "notFound"
     err = classify(status, [item(code, "The resource '%s' was not found" % path)], "", where="gcp instances.insert")
     assert (err.kind, err.block_scope) == (K.INVALID_REQUEST, None)
-    assert err.msg.startswith("%s: %s does not exist" % (field, path))
+    assert err.msg.startswith("%s: %s does not exist" % (field, path[path.index("projects/"):]))
 
 
 def test_project_not_found_names_the_field():

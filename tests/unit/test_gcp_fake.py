@@ -254,6 +254,27 @@ def test_a_project_wide_quota_blocks_the_whole_cloud(fake, provider, metric):
     assert (err.kind, err.block_scope) == (ErrorKind.QUOTA, BlockScope.CLOUD) and metric in err.msg
 
 
+def test_an_image_that_does_not_exist_is_a_bad_request_naming_it(fake, provider):
+    offer = offer_of(provider, "g2-standard-4")
+    prepared = provider.prepare(offer, spec())
+    prepared["image"] = prepared["image"].replace("-v20261120", "-v19990101")  # deprecated and deleted since
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, spec())
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("image_family: projects/")
+    assert fake.instances == {}
+
+
+def test_a_network_that_does_not_exist_is_a_bad_request_naming_it(fake):
+    adapter = GcpProvider({"project": fake.project, "api_endpoint": fake.url, "read_retry_s": 0,
+                           "network": "no-such-vpc"})
+    offer = offer_of(adapter, "g2-standard-4")
+    with pytest.raises(ProviderError) as info:
+        adapter.prepare(offer, spec())
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.msg.startswith("network: projects/%s/global/networks/no-such-vpc does not exist" % fake.project)
+    assert fake.firewalls == {}
+
+
 @pytest.mark.parametrize("what,field", [("network", "network"), ("image", "image_family")])
 def test_an_operation_not_finding_our_configuration_is_a_bad_request(fake, provider, what, field):
     path = {"network": "projects/%s/global/networks/default" % fake.project,

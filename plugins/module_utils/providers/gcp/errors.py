@@ -84,9 +84,10 @@ _PROJECT_WIDE_QUOTA = re.compile(r"\w[_-]all[_-]regions", re.I)
 # A missing piece of our own configuration, by the path in "The resource '<path>' was not found":
 # the field to fix. Anything else not found (an accelerator type, the instance) is the zone's.
 _MISSING_CONFIG = (
-    (re.compile(r"'(projects/[^'\s]*/(?:global/networks|regions/[^/'\s]+/subnetworks)/[^'\s]*)'"), "network"),
-    (re.compile(r"'(projects/[^'\s]*/global/images/[^'\s]*)'"), "image_family"),
-    (re.compile(r"'(projects/[^'\s]*/global/firewalls/[^'\s]*)'"), "firewall"),
+    (re.compile(r"'[^'\s]*?(projects/[^'\s]*/(?:global/networks|regions/[^/'\s]+/subnetworks)/[^'\s]*)'"),
+     "network"),
+    (re.compile(r"'[^'\s]*?(projects/[^'\s]*/global/images/[^'\s]*)'"), "image_family"),
+    (re.compile(r"'[^'\s]*?(projects/[^'\s]*/global/firewalls/[^'\s]*)'"), "firewall"),
 )
 RESOURCE_AVAILABILITY = "resource_availability"  # errorInfo.reason of a zone stockout (any case)
 

@@ -289,3 +289,34 @@ def test_digitalocean_tags_the_droplet_name_colon_value_and_refuses_what_it_cann
     assert {"team:ml", "cost-center:42"} <= set(tags), tags
     assert any(t.startswith(VM_NAME_TAG + ":") for t in tags) and any(t.startswith(JOURNAL_ID_TAG) for t in tags)
     assert info.value.msg.startswith("tags.team: 'team:m l' cannot be a DigitalOcean tag")
+
+
+# -- gcp (Compute REST fake): the instance's and its boot disk's labels -------------------------------
+
+def test_gcp_labels_the_instance_and_boot_disk_lower_cased_and_refuses_what_gcp_cannot_hold():
+    pytest.importorskip("google.cloud.compute_v1")
+    pytest.importorskip("pytest_httpserver")
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import GcpProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes.gcp_compute import GcpComputeFake
+    fake = GcpComputeFake()
+    try:
+        provider = GcpProvider({"project": fake.project, "api_endpoint": fake.url, "read_retry_s": 0},
+                               journal_id=JOURNAL)
+        made = InstanceSpec(vm_name="tagged", ssh_public_key=KEY, allowed_cidrs=["198.51.100.7/32"],
+                            tags={"Team": "ML", "cost-center": "42"})
+        offer = provider.plan(ResourceRequest(vm_name="tagged", gpu="L4"))[0]
+        provider.create(offer, provider.prepare(offer, made), made)
+        (inst,) = fake.instances.values()
+        with pytest.raises(ProviderError) as info:
+            provider.prepare(offer, InstanceSpec(vm_name="other", ssh_public_key=KEY, tags={"2fast": "x"},
+                                                 allowed_cidrs=["198.51.100.7/32"]))
+        assert not any("gpuprov-other" in name for name in fake.firewalls)   # refused before any call
+    finally:
+        fake.stop()
+    labels = inst["labels"]
+    assert {k: labels.get(k) for k in ("team", "cost-center")} == {"team": "ml", "cost-center": "42"}, labels
+    assert labels[VM_NAME_TAG] == "tagged" and labels[JOURNAL_ID_TAG] == JOURNAL
+    disk_labels = inst["disks"][0]["initializeParams"]["labels"]
+    assert disk_labels == labels
+    assert info.value.msg.startswith("tags.2fast: '2fast'='x' cannot be a GCP label")

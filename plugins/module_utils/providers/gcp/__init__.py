@@ -285,6 +285,7 @@ class GcpProvider(TypedOptionsProvider):
         vm = validate_vm_name(spec.vm_name)
         cidrs = self._cidrs(spec)
         self._image_family(offer)  # a driver that cannot run the GPU fails before any call
+        self._resource_labels(spec)  # so does a user tag that cannot be a GCP label
         ports = tcp_ports(spec.open_ports, K3S_DIRECT_PORTS if self.k3s_direct else ())
         labels = self._labels(vm)
         rule = catalog.firewall_name(vm, self.journal_id)
@@ -339,7 +340,7 @@ class GcpProvider(TypedOptionsProvider):
             scheduling.provisioning_model = "SPOT"
             scheduling.instance_termination_action = "DELETE"
             scheduling.automatic_restart = False
-        labels = self._labels(spec.vm_name)
+        labels = self._resource_labels(spec)
         disk = compute_v1.AttachedDisk(
             boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=prepared["image"], labels=labels,
@@ -450,6 +451,21 @@ class GcpProvider(TypedOptionsProvider):
     def _labels(self, vm_name: str) -> Dict[str, str]:
         """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
         return catalog.checked_labels(self.identity_tags(vm_name))
+
+    def _resource_labels(self, spec: InstanceSpec) -> Dict[str, str]:
+        """The instance's and its disk's labels: the user's tags lower-cased (GCP labels are), under the
+        identity labels; InvalidRequest naming a tag that still cannot be a GCP label."""
+        user = {}
+        for key, value in spec.tags.items():
+            label = {key.lower(): value.lower()}
+            try:
+                catalog.checked_labels(label)
+            except ProviderError:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r=%r cannot be a GCP label (a name starts "
+                                    "with a letter; name and value at most 63 lowercase letters, digits, '-' and "
+                                    "'_')" % (key, key.lower(), value.lower())) from None
+            user.update(label)
+        return dict(user, **self._labels(spec.vm_name))
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: the aggregated list covers every zone (owned.py). Pure."""

@@ -223,6 +223,24 @@ def test_inserts_answer_a_running_operation_that_the_adapter_waits_for(fake, pro
     assert status == 200 and reply["status"] == "RUNNING" and "error" not in reply
 
 
+def test_an_operation_still_running_after_the_wait_is_retried_into_the_same_instance(fake, provider):
+    offer = offer_of(provider, "g2-standard-4")
+    fake.op_mode = "stuck"
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer, spec())          # the rule's insert is still RUNNING after the wait
+    assert info.value.kind == ErrorKind.TRANSIENT and "still RUNNING" in info.value.msg
+    fake.op_mode = "pending"
+    prepared = provider.prepare(offer, spec())   # the core's retry finds the rule made
+    fake.op_mode = "stuck"
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, spec())
+    assert info.value.kind == ErrorKind.TRANSIENT and "still RUNNING" in info.value.msg
+    fake.op_mode = "pending"
+    assert provider.create(offer, prepared, spec()) == "train1"   # and adopts the instance (409)
+    assert list(fake.instances) == [(offer.zone, "train1")] and len(fake.firewalls) == 1
+    assert len(fake.calls_of("firewalls.insert")) == 1 and len(fake.calls_of("instances.insert")) == 2
+
+
 def test_done_at_once_stays_a_scenario(fake, provider):
     fake.op_mode = "done"
     create(provider, offer_of(provider, "g2-standard-4"))

@@ -320,3 +320,26 @@ def test_gcp_labels_the_instance_and_boot_disk_lower_cased_and_refuses_what_gcp_
     disk_labels = inst["disks"][0]["initializeParams"]["labels"]
     assert disk_labels == labels
     assert info.value.msg.startswith("tags.2fast: '2fast'='x' cannot be a GCP label")
+
+
+# -- lambda (REST fake): the instance's tags -------------------------------------------------------------
+
+def test_lambda_tags_the_instance():
+    pytest.importorskip("requests")
+    import tempfile
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceRequest
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud import LambdaProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes.lambda_api import LambdaApiFake
+    with tempfile.TemporaryDirectory() as folder:
+        fake = LambdaApiFake(folder)
+        try:
+            provider = LambdaProvider({"api_url": fake.api_url, "api_key": fake.token, "ssh_port": fake.ssh_port},
+                                      journal_id=JOURNAL)
+            made = InstanceSpec(vm_name="tagged-la", ssh_public_key=KEY, allowed_cidrs=["203.0.113.9/32"],
+                                tags=dict(USER))
+            offer = next(o for o in provider.plan(ResourceRequest(vm_name="tagged-la", gpu="A10")) if o.available)
+            instance_id = provider.create(offer, provider.prepare(offer, made), made)
+            tags = {t["key"]: t["value"] for t in fake.instances[instance_id]["tags"]}
+        finally:
+            fake.stop()
+    assert tags == dict(USER, **{VM_NAME_TAG: "tagged-la", JOURNAL_ID_TAG: JOURNAL})

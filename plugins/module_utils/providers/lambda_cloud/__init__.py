@@ -225,7 +225,7 @@ class LambdaProvider(TypedOptionsProvider):
         body: Dict[str, Any] = {
             "region_name": offer.region, "instance_type_name": offer.instance_type,
             "ssh_key_names": [prepared["ssh_key_name"]], "name": vm,
-            "tags": [{"key": k, "value": v} for k, v in sorted(self.identity_tags(vm).items())],
+            "tags": [{"key": k, "value": v} for k, v in sorted(self.resource_tags(spec).items())],
         }
         if prepared.get("firewall_ruleset_id"):
             body["firewall_rulesets"] = [{"id": prepared["firewall_ruleset_id"]}]

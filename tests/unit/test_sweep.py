@@ -42,12 +42,15 @@ def test_no_row_is_an_orphan():
     assert classify(owned(), MINE, [None, None])[0] == ORPHAN
 
 
-def test_a_ready_row_owns_its_location_and_not_another_region():
+def test_a_ready_row_owns_everything_of_its_name_on_its_cloud_and_nothing_elsewhere():
     assert classify(owned(), MINE, [ready_row()])[0] == OWNED
-    # A second instance beside the VM, at its location, is the row's (down/teardown act by name there).
+    # A second instance beside the VM, or in another region of the cloud, and a global side resource: the
+    # row's (the cloud's cleanup acts by name, some side resources are global); down clears them.
     assert classify(owned(resource_id="i-2"), MINE, [ready_row()])[0] == OWNED
-    elsewhere = owned(location=Location("aws", "eu-west-1", "eu-west-1a"))
-    category, why = classify(elsewhere, MINE, [ready_row()])
+    assert classify(owned(location=Location("aws", "eu-west-1", "eu-west-1a")), MINE, [ready_row()])[0] == OWNED
+    firewall = owned(kind=ResourceKind.FIREWALL, resource_id="fw", location=Location("aws", "global"))
+    assert classify(firewall, MINE, [ready_row()])[0] == OWNED
+    category, why = classify(owned(location=Location("gcp", "us-central1", "us-central1-a")), MINE, [ready_row()])
     assert category == ORPHAN and "vm1: Ready" in why
 
 
@@ -95,13 +98,6 @@ def test_another_journals_resource_is_foreign_even_where_a_row_lives():
 def test_no_journal_id_is_legacy_unless_a_row_owns_it():
     assert classify(owned(journal_id=None), MINE, [None])[0] == LEGACY
     assert classify(owned(journal_id=None), MINE, [ready_row()])[0] == OWNED
-
-
-def test_a_zone_mismatch_at_the_same_region_is_not_the_rows():
-    other_zone = owned(location=Location("aws", "us-east-1", "us-east-1b"))
-    assert classify(other_zone, MINE, [ready_row()])[0] == ORPHAN
-    regional = owned(location=Location("aws", "us-east-1"))
-    assert classify(regional, MINE, [ready_row()])[0] == OWNED
 
 
 # -- what a removal touches --------------------------------------------------------------

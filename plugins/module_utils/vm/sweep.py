@@ -9,11 +9,11 @@ The join, per resource (:func:`classify`):
 
 * **owned**: it carries this journal's id (or none) and a journal row owns it: a run of
   its VM name is in progress (a live lease or a state that is not terminal), or a terminal
-  row names its location (a Ready VM, a Leaked teardown, a reused VM an Aborted run kept,
-  a ``gpuprov.cloud.instance`` teardown that has not finished). ``down`` or the next run
-  handles it; the sweep never does.
+  row names a location on its cloud (a Ready VM, a Leaked teardown, a reused VM an Aborted
+  run kept, a ``gpuprov.cloud.instance`` teardown that has not finished). ``down`` or the
+  next run handles it; the sweep never does.
 * **orphan**: this journal's id, and no row owns it (no row, a teardown that ended Done,
-  an Aborted or Exhausted run that names another location or none).
+  an Aborted or Exhausted run that names no location on its cloud).
 * **foreign**: another journal's id (another controller's). Reported; removed only with
   ``include_foreign``, acting as that journal.
 * **legacy**: no journal id (made before journal ids). Reported; removed only with
@@ -60,6 +60,8 @@ OWNED = "owned"
 CATEGORIES = (ORPHAN, FOREIGN, LEGACY, OWNED)
 
 LEASE_TTL_S = 120.0
+# The region of account-wide resources (providers/owned_common.py GLOBAL).
+GLOBAL = "global"
 
 # The argument spec of gpuprov.cloud.orphans, shared by its action plugin and the module file that
 # carries its documentation: the group's shared options and its own.
@@ -143,15 +145,13 @@ class RowView:
         return cls(key, row.kind, row.state, row.terminal, journal.live_holder(key) is not None)
 
 
-def _same_place(location: Location, target: Dict[str, Any]) -> bool:
-    where = Location.from_dict(target["location"])
-    if (where.cloud, where.region) != (location.cloud, location.region):
-        return False
-    return not (where.zone and location.zone and where.zone != location.zone)
-
-
 def row_owns(row: Optional[RowView], owned: Owned) -> str:
-    """Why ``row`` owns ``owned`` (empty: it does not)."""
+    """Why ``row`` owns ``owned`` (empty: it does not).
+
+    A terminal row owns every resource of its VM name on each cloud it names a location of,
+    not only at that location: a cloud's cleanup removes side resources by the VM name, and
+    some of them are global (GCP's firewall rules), so removing anything of the name on that
+    cloud could take what the row's VM still uses. ``down`` (or the next run) clears them."""
     if row is None:
         return ""
     if row.running or not row.terminal:
@@ -159,8 +159,9 @@ def row_owns(row: Optional[RowView], owned: Owned) -> str:
     if row.kind in (teardown.TeardownMachine.KIND, "instance-teardown") and row.state.get("kind") == "Done":
         return ""
     for target in launch.owned_targets(row.state, row.kind):
-        if _same_place(owned.location, target):
-            return "journal row %s (%s) names %s" % (row.key, row.state.get("kind"), owned.location)
+        where = Location.from_dict(target["location"])
+        if where.cloud == owned.location.cloud:
+            return "journal row %s (%s) names %s, on the same cloud" % (row.key, row.state.get("kind"), where)
     return ""
 
 
@@ -223,7 +224,8 @@ def list_all(providers: Dict[str, Any], regions: List[str]) -> Tuple[List[Owned]
             except ProviderError as exc:
                 errors.append({"cloud": cloud, "region": location.region, "kind": exc.kind, "msg": exc.msg})
                 continue
-            found.extend(o for o in listed if not regions or o.location.region in regions)
+            # Account-wide resources (registered keys, GCP's firewall rules) belong to every region.
+            found.extend(o for o in listed if not regions or o.location.region in regions + [GLOBAL])
     return found, errors
 
 
@@ -283,9 +285,21 @@ class SweepTeardown(teardown.TeardownMachine):
     KIND = "sweep-teardown"
 
     def _observe_all(self, state: Dict[str, Any]):
+        """Instances of the accepted journals at each target. A target of side resources only
+        (no instance was listed there) is not observed: it may be no place instances live in
+        (GCP's ``global``, where its firewall rules are), and its cleanup alone clears it."""
         accepted = set(state.get("journal_ids") or [])
-        return [(t, [o for o in observed if o.journal_id in accepted])
-                for t, observed in super()._observe_all(state)]
+        name = state["vm_name"]
+        journal_id = getattr(self.ctx, "journal_id", None)
+        found = []
+        for t in state["targets"]:
+            if not teardown.created_at(t):
+                found.append((t, []))
+                continue
+            location = Location.from_dict(t["location"])
+            observed = self.ctx.provider(location.cloud).observe(location, name)
+            found.append((t, [o for o in observed if o.owned_by(journal_id) and o.journal_id in accepted]))
+        return found
 
     def step(self, state: Dict[str, Any], cx):
         why = self._owned_now(state, cx)

@@ -83,3 +83,33 @@ def test_k3s_kubeconfig_diff_shows_the_change_without_the_credentials(ansible):
     again = ansible.tool("ansible-playbook", "--diff", str(playbook))
     assert again.rc == 0 and "changed=0" in again.out, again.out
     assert "+    server" not in again.out and "S0VZU0VDUkVU" not in again.out, again.out
+
+
+def test_provision_with_gpuprov_tags_tags_the_vm_and_a_changed_set_retags_it(ansible):
+    import json
+
+    def record_tags(instance_id):
+        return json.loads((ansible.home / "local" / "tag1" / instance_id / "instance.json").read_text())["tags"]
+
+    up = ansible.playbook("provision", "-e", "vm=tag1", "-e", '{"gpuprov_tags": {"team": "ml", "cost-center": 42}}')
+    assert up.rc == 0, up
+    instance = _row(ansible, "tag1").state["vm"]["instance_id"]
+    tags = record_tags(instance)
+    assert (tags["team"], tags["cost-center"], tags["gpuprov-vm-name"]) == ("ml", "42", "tag1"), tags
+
+    would = ansible.playbook("provision", "--check", "-e", "vm=tag1", "-e", '{"gpuprov_tags": {"team": "ai"}}')
+    assert would.rc == 0, would
+    assert "would change tags: set team=ai; removed cost-center" in would.out, would
+    assert record_tags(instance)["team"] == "ml"
+
+    retag = ansible.playbook("provision", "-e", "vm=tag1", "-e", '{"gpuprov_tags": {"team": "ai"}}')
+    assert retag.rc == 0, retag
+    assert retag.recap()["tag1"]["changed"] == 1, retag
+    tags = record_tags(instance)
+    assert tags["team"] == "ai" and "cost-center" not in tags and tags["gpuprov-vm-name"] == "tag1"
+
+    reserved = ansible.playbook("provision", "-e", "vm=tag1", "-e", '{"gpuprov_tags": {"gpuprov-vm-name": "x"}}')
+    assert reserved.rc != 0 and "tags: 'gpuprov-vm-name' is reserved" in reserved.out, reserved
+    assert "Traceback" not in reserved.out
+
+    assert ansible.playbook("down", "-e", "vm=tag1").rc == 0

@@ -120,8 +120,14 @@ facts:
   contains:
     marker: {description: The parsed status marker (null when absent)., type: dict, returned: always}
     installer_alive: {description: Whether an installer holds the lock., type: bool, returned: always}
-    boot_runner: {description: "Boot runner: kind (cloud-init, gpuprov, none), state, since_s.", type: dict, returned: always}
-    k3s: {description: "k3s: binary, running, manager (systemd, pidfile, process, none), pid.", type: dict, returned: always}
+    boot_runner:
+      description: "Boot runner: kind (cloud-init, gpuprov, none), state, since_s."
+      type: dict
+      returned: always
+    k3s:
+      description: "k3s: binary, running, manager (systemd, pidfile, process, none), pid."
+      type: dict
+      returned: always
     gpu:
       description:
         - "GPUs: present, names (nvidia-smi -L), devices (/dev/nvidia*), toolkit (whether the NVIDIA Container

@@ -15,8 +15,9 @@ description:
     C(gpuprov-<name>) where a cloud has no tags) on O(clouds) and O(regions) (instances, and the side resources the
     adapters make, such as security groups, firewall rules and registered SSH keys), and joins each with the journal.
   - "Each resource is one of: V(orphan) (it carries this journal's id and no journal row owns it: no row for its
-    VM name, a teardown that ended C(Done), or an C(Aborted) or C(Exhausted) run that names another location);
-    V(owned) (a row owns it: a run of the name is in progress, or a Ready, Leaked or kept VM is at that location;
+    VM name, a teardown that ended C(Done), or an C(Aborted) or C(Exhausted) run that names no location on its
+    cloud); V(owned) (a row owns it: a run of the name is in progress, or a Ready, Leaked or kept VM of the name
+    is on that cloud, since a cloud's cleanup acts by name and some side resources are global;
     M(gpuprov.cloud.vm) and C(down) handle it); V(foreign) (another journal's id: another controller's); or
     V(legacy) (no journal id: made before journal ids existed)."
   - O(state=present) only reports. O(state=absent) removes the orphans (and, when asked, the foreign or legacy
@@ -28,7 +29,8 @@ description:
     provision of the same name waits for it; and before each step it checks that no run of the name has come to
     own the location meanwhile (it then stops, and reports the resources in RV(not_removed)).
   - Reports what it found and removed by cloud, region and id, with the hourly price where the cloud's listing
-    reports one, and the total cost per hour of each category.
+    reports one, and the total cost per hour of each category. What a removal reports as removed was checked by a
+    second listing; what is still listed after its teardown is in RV(not_removed).
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
@@ -107,6 +109,9 @@ notes:
     an orphan also removes legacy side resources of the same name at that location.
   - Instances made by M(gpuprov.cloud.instance) with O(state=present) have no journal row and are therefore
     orphans of its journal; remove them with M(gpuprov.cloud.instance) or sweep only after they are done.
+  - Clouds without tags mark names with a hash of the journal id; another journal's resources there show as
+    C(j<8 hex>), and O(include_foreign) removes their instances but may leave their side resources (reported in
+    RV(not_removed)).
   - A cloud that cannot be listed (no answer, refused credentials, an adapter without a listing) is named in
     RV(errors) and a warning; the others are swept.
 seealso:

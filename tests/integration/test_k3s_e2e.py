@@ -6,7 +6,8 @@ test runs on the Docker bridge (boot route), or a controller file pushed over SS
 
 GPU VMs are containers of a base image with a FAKE nvidia-smi (tests/fixtures/fake-nvidia-smi)
 and no NVIDIA Container Toolkit; the toolkit comes as a FAKE package (built here with dpkg-deb
-from tests/fixtures/fake-nvidia-container-toolkit) in an air-gap bundle.
+from tests/fixtures/fake-nvidia-container-toolkit), in an air-gap bundle or from a FAKE NVIDIA
+apt repository (NVIDIA's layout, an index signed with a key made here) on the same server.
 
 Skipped, with the reason, only when no Docker engine answers. VM names are unique
 (``k3e-<hex>-...``) and every container made here is removed at the end, pass or fail.

@@ -98,6 +98,28 @@ def split_readme(text: str) -> tuple[str, str]:
     return usage, clouds
 
 
+MARKDOWN_LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
+
+
+def site_link(match: re.Match, source: pathlib.Path) -> str:
+    """A Markdown link as the site needs it: a guide page becomes its sibling page on the site, another file of
+    the repository a link to it in the repository; web and in-page links stay as they are."""
+    target = match.group(2)
+    if re.match(r"[a-z][a-z0-9+.-]*:", target):
+        return match.group(0)
+    path = (source.parent / target).resolve()
+    if path == REPO / "README.md":
+        page = "usage.md"
+    elif path.suffix == ".md" and path.parent == REPO / "docs" and path.exists():
+        page = path.name
+    elif path.is_relative_to(REPO) and path.exists():
+        galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+        page = "%s/blob/main/%s" % (galaxy["repository"], path.relative_to(REPO).as_posix())
+    else:
+        raise BuildError("%s links to %s, which is not in the repository" % (source.relative_to(REPO), target))
+    return match.group(1) + page + (match.group(3) or "") + match.group(4)
+
+
 def write_guides(rst: pathlib.Path) -> list[str]:
     guides = rst / "guides"
     if guides.exists():
@@ -109,11 +131,10 @@ def write_guides(rst: pathlib.Path) -> list[str]:
     pages = {"usage": re.sub(r"\A# .*", "# Using gpuprov.cloud", usage), "clouds": clouds}
     for page in sorted((REPO / "docs").glob("*.md")):
         pages[page.stem] = page.read_text()
+    sources = {"usage": REPO / "README.md", "clouds": REPO / "README.md"}
     for name, text in pages.items():
-        # Links between the Markdown files point at their place in the repository; on the site they are siblings.
-        text = re.sub(r"\]\((?:\.\./)?docs/([\w.-]+\.md)", r"](\1", text)
-        text = re.sub(r"\]\((?:\.\./)?README\.md", "](usage.md", text)
-        (guides / (name + ".md")).write_text(text)
+        source = sources.get(name, REPO / "docs" / (name + ".md"))
+        (guides / (name + ".md")).write_text(MARKDOWN_LINK.sub(lambda m, s=source: site_link(m, s), text))
     return sorted(pages, key=lambda n: (GUIDE_ORDER.index(n) if n in GUIDE_ORDER else len(GUIDE_ORDER), n))
 
 
@@ -139,7 +160,7 @@ def build(dest: pathlib.Path) -> pathlib.Path:
     write_index(rst, write_guides(rst))
     if html.exists():
         shutil.rmtree(html)
-    run([tool("sphinx-build"), "-b", "html", "-q", "-W", "--keep-going", "-c", str(SITE),
+    run([tool("sphinx-build"), "-b", "html", "-j", "auto", "-q", "-W", "--keep-going", "-c", str(SITE),
          "-d", str(dest / "doctrees"), str(rst), str(html)], env=env)
     return html / "index.html"
 

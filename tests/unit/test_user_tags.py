@@ -307,7 +307,8 @@ def test_gcp_labels_the_instance_and_boot_disk_lower_cased_and_refuses_what_gcp_
                             tags={"Team": "ML", "cost-center": "42"})
         offer = provider.plan(ResourceRequest(vm_name="tagged", gpu="L4"))[0]
         provider.create(offer, provider.prepare(offer, made), made)
-        (inst,) = fake.instances.values()
+        assert len(fake.instances) == 1
+        inst = next(iter(fake.instances.values()))
         with pytest.raises(ProviderError) as info:
             provider.prepare(offer, InstanceSpec(vm_name="other", ssh_public_key=KEY, tags={"2fast": "x"},
                                                  allowed_cidrs=["198.51.100.7/32"]))

@@ -30,7 +30,8 @@ Levers:
 
 instances.insert refuses (HTTP 400 ``invalid``) what the real API refuses, per series
 (SERIES_RULES): a boot disk type the series cannot boot from (no ``diskType`` means
-pd-standard), a NIC other than gVNIC on A3/A4, a Spot-only size asked on demand,
+pd-standard), a NIC other than gVNIC on A3/A4, a Spot-only type (A3 High below 8 GPUs,
+A3 Ultra, A4) asked on demand without a reservation,
 ``instanceTerminationAction`` outside Spot / flex-start, and metadata past its limits
 (key ``[a-zA-Z0-9-_]+`` under 128 bytes, value at most 256 KiB, all under 512 KB).
 * ``set_status`` / ``settle``: move an instance (RUNNING gets a natIP).
@@ -126,7 +127,8 @@ BOOT_DISK_TYPES = {
     "a3-ultragpu-": ("hyperdisk-balanced",), "a4-": ("hyperdisk-balanced",),
 }
 GVNIC_ONLY = ("a3-", "a4-")                  # the third generation and later: gVNIC, no VirtIO-Net
-SPOT_ONLY = ("a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g")  # Spot or flex-start only
+# Sold only as Spot or flex-start, or from a reservation (Google's consumption options by machine type).
+SPOT_ONLY = ("a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-ultragpu-8g", "a4-highgpu-8g")
 TERMINABLE = ("SPOT", "FLEX_START")          # provisioning models that take instanceTerminationAction
 METADATA_KEY_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 METADATA_VALUE_MAX = 262144                  # bytes, each value
@@ -531,7 +533,8 @@ class GcpComputeFake:
         keys = [i.get("key") for i in (body.get("metadata") or {}).get("items") or []]
         if len(keys) != len(set(keys)):
             raise self._invalid("resource.metadata", keys, "Duplicate metadata keys.")
-        self._check_series(mt, zone, boot[0], nics[0], sched)
+        reserved = (body.get("reservationAffinity") or {}).get("consumeReservationType") == "SPECIFIC_RESERVATION"
+        self._check_series(mt, zone, boot[0], nics[0], sched, reserved)
         self._check_metadata((body.get("metadata") or {}).get("items") or [])
         if (zone, name) in self.instances:
             raise FakeError(409, "The resource 'projects/%s/zones/%s/instances/%s' already exists"
@@ -572,7 +575,7 @@ class GcpComputeFake:
         return self._new_op("insert", target, zone)
 
     def _check_series(self, mt: str, zone: str, boot: Dict[str, Any], nic: Dict[str, Any],
-                      sched: Dict[str, Any]) -> None:
+                      sched: Dict[str, Any], reserved: bool = False) -> None:
         """instances.insert's per-series rules: boot disk type, gVNIC, Spot-only sizes and
         instanceTerminationAction (BOOT_DISK_TYPES, GVNIC_ONLY, SPOT_ONLY, TERMINABLE)."""
         disk_type = (boot.get("initializeParams") or {}).get("diskType") or "pd-standard"
@@ -589,10 +592,10 @@ class GcpComputeFake:
             raise self._invalid("resource.networkInterfaces[0].nicType", nic.get("nicType", "VIRTIO_NET"),
                                 "Machine type %s requires the GVNIC network interface." % mt)
         model = sched.get("provisioningModel", "STANDARD")
-        if mt in SPOT_ONLY and model not in TERMINABLE:
+        if mt in SPOT_ONLY and model not in TERMINABLE and not reserved:
             raise self._invalid("resource.scheduling.provisioningModel", model,
-                                "Machine type %s is available only with the SPOT or FLEX_START provisioning model."
-                                % mt)
+                                "Machine type %s is available only with the SPOT or FLEX_START provisioning model, "
+                                "or from a reservation." % mt)
         action = sched.get("instanceTerminationAction")
         if action is not None:
             if action not in ("STOP", "DELETE"):

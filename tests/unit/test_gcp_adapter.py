@@ -264,7 +264,8 @@ def test_sdk_retries_a_read_within_its_bound(fake):
 
 def test_unknown_project_is_invalid_request(fake):
     with pytest.raises(ProviderError) as info:
-        GcpProvider({"project": "someone-else", "api_endpoint": fake.url, "read_retry_s": 0}).plan(ResourceRequest(vm_name="t", gpu="L4"))
+        GcpProvider({"project": "someone-else", "api_endpoint": fake.url, "read_retry_s": 0}).plan(
+            ResourceRequest(vm_name="t", gpu="L4"))
     assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("project:")
 
 
@@ -288,7 +289,7 @@ def test_prepare_creates_the_per_vm_firewall_and_resolves_the_image(fake, provid
         "/projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2204-amd64-with-nvidia-580")
 
 
-@pytest.mark.parametrize("gpu,count,spot", [("B200", 8, False), ("H200", 8, False), ("L4", 1, False),
+@pytest.mark.parametrize("gpu,count,spot", [("B200", 8, True), ("H200", 8, True), ("L4", 1, False),
                                             ("V100", 1, False), ("A100-80GB", 4, False)])
 def test_prepare_picks_a_driver_that_runs_the_gpu(fake, provider, gpu, count, spot):
     prepared = provider.prepare(offer_for(provider, gpu, count, spot), spec())
@@ -313,7 +314,7 @@ def test_b200_gets_a_driver_of_r570_or_later():
 ])
 def test_an_image_family_whose_driver_cannot_run_the_gpu_is_refused_before_any_call(fake, gpu, count, family, need):
     adapter = make(fake, image_family=family)
-    offer = offer_for(adapter, gpu, count)
+    offer = offer_for(adapter, gpu, count, spot=gcp_catalog.select_rungs(gpu, count, True)[0].spot_only)
     calls = len(fake.calls)
     with pytest.raises(ProviderError) as info:
         adapter.prepare(offer, spec())
@@ -324,7 +325,7 @@ def test_an_image_family_whose_driver_cannot_run_the_gpu_is_refused_before_any_c
 
 def test_an_image_family_naming_no_driver_is_the_users_choice(fake):
     adapter = make(fake, image_project="ubuntu-os-cloud", image_family="ubuntu-2204-lts")
-    assert adapter.prepare(offer_for(adapter, "B200", 8), spec())["image_family"] == "ubuntu-2204-lts"
+    assert adapter.prepare(offer_for(adapter, "B200", 8, spot=True), spec())["image_family"] == "ubuntu-2204-lts"
 
 
 def test_prepare_is_idempotent(fake, provider):
@@ -707,7 +708,11 @@ def test_ladder_shape():
         assert rung.attached == rung.machine_type.startswith("n1-")
         assert (rung.gpu is None) == (rung.accelerator is None)
     assert gcp_catalog.select_rungs("A100-80GB", 2, False)[0].machine_type == "a2-ultragpu-2g"
-    assert gcp_catalog.select_rungs("H200", 1, False)[0].machine_type == "a3-ultragpu-8g"
+    assert gcp_catalog.select_rungs("H200", 1, True)[0].machine_type == "a3-ultragpu-8g"
+    for gpu in ("H200", "B200"):   # A3 Ultra and A4: Spot, flex-start or a reservation, never plain on demand
+        with pytest.raises(ProviderError) as info:
+            gcp_catalog.select_rungs(gpu, 8, False)
+        assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("spot:")
     assert gcp_catalog.region_of("europe-west4-a") == "europe-west4"
 
 

@@ -39,15 +39,17 @@ def spec(name="train1", **kw):
     return InstanceSpec(vm_name=name, ssh_public_key=KEY, allowed_cidrs=["198.51.100.7/32"], **kw)
 
 
-def offer_of(provider, machine_type, spot=False):
-    """The first offer of ``machine_type`` that the plan for its rung's GPU makes."""
+def offer_of(provider, machine_type, spot=None):
+    """The first offer of ``machine_type`` that the plan for its rung's GPU makes (Spot
+    where GCP sells the type only so, unless ``spot`` says)."""
     rung = catalog.rung_of(machine_type)
+    spot = rung.spot_only if spot is None else spot
     offers = provider.plan(ResourceRequest(vm_name="train1", gpu=rung.gpu, gpu_count=rung.count or 1, spot=spot))
     return next(o for o in offers if o.instance_type == machine_type)
 
 
 def create(provider, offer, s=None):
-    s = s or spec()
+    s = s or spec(spot=offer.spot)
     return provider.create(offer, provider.prepare(offer, s), s)
 
 
@@ -78,7 +80,7 @@ def raw_insert(fake, body, zone="us-central1-b"):
 
 @pytest.mark.parametrize("rung", [r for r in catalog.LADDER if r.gpu], ids=lambda r: r.machine_type)
 def test_the_adapter_launches_every_rung_of_its_ladder(fake, provider, rung):
-    offer = offer_of(provider, rung.machine_type, spot=rung.spot_only)
+    offer = offer_of(provider, rung.machine_type)
     assert create(provider, offer) == "train1"
     body = last_insert(fake)
     disk = body["disks"][0]["initializeParams"]["diskType"]
@@ -150,13 +152,27 @@ def test_a3_and_a4_refuse_a_nic_other_than_gvnic(fake, provider, machine_type):
     assert err.kind == ErrorKind.INVALID_REQUEST and "GVNIC" in err.msg
 
 
-@pytest.mark.parametrize("machine_type", ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"])
-def test_spot_only_sizes_are_refused_on_demand(fake, provider, machine_type):
+@pytest.mark.parametrize("machine_type", ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-ultragpu-8g",
+                                          "a4-highgpu-8g"])
+def test_spot_only_types_are_refused_on_demand(fake, provider, machine_type):
     offer = offer_of(provider, machine_type, spot=True)
     offer.spot = False
     err = refused(provider, offer)
     assert err.kind == ErrorKind.INVALID_REQUEST and "SPOT or FLEX_START" in err.msg
     create(provider, offer_of(provider, machine_type, spot=True), spec(spot=True))  # as Spot it is taken
+
+
+@pytest.mark.parametrize("affinity,status", [(None, 400), ({"consumeReservationType": "ANY_RESERVATION"}, 400),
+                                             ({"consumeReservationType": "SPECIFIC_RESERVATION", "key":
+                                               "compute.googleapis.com/reservation-name", "values": ["r1"]}, 200)])
+def test_a_spot_only_type_on_demand_needs_a_specific_reservation(fake, provider, affinity, status):
+    create(provider, offer_of(provider, "a4-highgpu-8g"))
+    body = last_insert(fake)
+    body["name"] = "reserved1"
+    body["scheduling"] = {"onHostMaintenance": "TERMINATE", "automaticRestart": True}
+    if affinity:
+        body["reservationAffinity"] = affinity
+    assert raw_insert(fake, body)[0] == status
 
 
 def _valid_body(fake, provider, spot=False):

@@ -79,7 +79,9 @@ def check_driver(gpu: str, family: str) -> None:
 # gpu: canonical name (None = CPU only); count: GPUs in the VM; accelerator:
 # acceleratorType name; attached: True when the GPUs are added through
 # guestAccelerators (N1), False when built into the machine type (A2/A3/A4/G2);
-# spot_only: GCP sells the type only as Spot / flex-start; disk: boot disk type
+# spot_only: GCP sells the type only as Spot / flex-start (or through a reservation,
+# which gpuprov does not use): A3 High below 8 GPUs, A3 Ultra and A4 (Google's
+# "consumption option availability by machine type"); disk: boot disk type
 # the series supports; nic: nicType the series needs (None = default).
 Rung = namedtuple("Rung", "gpu count machine_type accelerator attached price spot_only disk nic")
 
@@ -118,8 +120,8 @@ LADDER = [
     _r("H100", 4, "a3-highgpu-4g", "nvidia-h100-80gb", None, spot_only=True, nic=_GV),
     _r("H100", 8, "a3-highgpu-8g", "nvidia-h100-80gb", 88.25, nic=_GV),
     _r("H100", 8, "a3-megagpu-8g", "nvidia-h100-mega-80gb", None, nic=_GV),
-    _r("H200", 8, "a3-ultragpu-8g", "nvidia-h200-141gb", None, disk=_HD, nic=_GV),
-    _r("B200", 8, "a4-highgpu-8g", "nvidia-b200", None, disk=_HD, nic=_GV),
+    _r("H200", 8, "a3-ultragpu-8g", "nvidia-h200-141gb", None, spot_only=True, disk=_HD, nic=_GV),
+    _r("B200", 8, "a4-highgpu-8g", "nvidia-b200", None, spot_only=True, disk=_HD, nic=_GV),
 ]
 
 
@@ -140,9 +142,13 @@ def select_rungs(gpu: Optional[str], count: int, spot: bool) -> List[Rung]:
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ProviderError(ErrorKind.INVALID_REQUEST,
                             "gpu_count: expected a positive integer, got %r" % (count,))
-    fits = [r for r in rungs if r.count >= count and (spot or not r.spot_only)]
+    sold = [r for r in rungs if spot or not r.spot_only]
+    if not sold:
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "spot: GCP sells the %s only as Spot or flex-start (or "
+                            "through a reservation, which gpuprov does not use); ask for spot" % gpu)
+    fits = [r for r in sold if r.count >= count]
     if not fits:
-        most = max(r.count for r in rungs if spot or not r.spot_only)
+        most = max(r.count for r in sold)
         raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: GCP sells at most %d x %s in one VM%s, asked for %d"
                             % (most, gpu, "" if spot else " on demand", count))
     least = min(r.count for r in fits)

@@ -46,8 +46,8 @@ class Browser:
     def __init__(self, binary):
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
-        argv = [binary, "--headless", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-                "--hide-scrollbars", "about:blank"]
+        argv = [binary, "--headless", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
+                "--no-first-run", "--hide-scrollbars", "about:blank"]
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium's sandbox refuses to run as root
         # bash (sh may not take fds above 9) puts the pipe ends where --remote-debugging-pipe expects them:

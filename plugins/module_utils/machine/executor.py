@@ -26,7 +26,7 @@ import random
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Conflict, Journal, JournalError,
@@ -36,13 +36,15 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import
 
 
 class Next:
-    """Transition to ``state``; committed before the next step runs."""
+    """Transition to ``state``; committed before the next step runs. ``rows``: (sql, args)
+    writes to the machine's own tables, committed atomically with the state."""
 
-    __slots__ = ("state", "note")
+    __slots__ = ("state", "note", "rows")
 
-    def __init__(self, state: Dict[str, Any], note: str = ""):
+    def __init__(self, state: Dict[str, Any], note: str = "", rows: Sequence[Tuple[str, Sequence[Any]]] = ()):
         self.state = state
         self.note = note
+        self.rows = rows
 
 
 class Poll:
@@ -341,7 +343,7 @@ class Executor:
             except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
                 result = Retry("%s: %s" % (type(exc).__name__, exc))
             if isinstance(result, Next):
-                version = self._commit(key, version, state, result.state, result.note)
+                version = self._commit(key, version, state, result.state, result.note, result.rows)
                 state, entered, attempts, last_poll_note = result.state, self.clock(), 0, None
                 transitions += 1
             elif isinstance(result, Poll):
@@ -374,11 +376,12 @@ class Executor:
                 raise TypeError("step returned %r; expected Next, Poll or Retry" % (result,))
         return Outcome(key, state, machine.label(state), resumed, transitions, self.cancel.requested)
 
-    def _commit(self, key: str, version: int, old: Dict[str, Any], new: Dict[str, Any], note: str) -> int:
+    def _commit(self, key: str, version: int, old: Dict[str, Any], new: Dict[str, Any], note: str,
+                rows: Sequence[Tuple[str, Sequence[Any]]] = ()) -> int:
         machine = self.machine
         if self.before_commit is not None:
             self.before_commit(old, new)  # test hook: crash right before the commit
         version = self.journal.transition(key, self.owner, version, new, machine.label(new),
-                                          machine.is_terminal(new), machine.label(old), note)
+                                          machine.is_terminal(new), machine.label(old), note, rows=rows)
         self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=new)
         return version

@@ -693,8 +693,13 @@ class Journal:
         return version
 
     def transition(self, key: str, owner: str, version: int, state: Dict[str, Any], label: str,
-                   terminal: bool, from_label: str, note: str = "", kind: Optional[str] = None) -> int:
-        """Commit the next state iff we still hold the lease and nobody wrote since ``version``."""
+                   terminal: bool, from_label: str, note: str = "", kind: Optional[str] = None,
+                   rows: Sequence[Tuple[str, Sequence[Any]]] = ()) -> int:
+        """Commit the next state iff we still hold the lease and nobody wrote since ``version``.
+
+        ``rows``: (sql, args) writes to the layer above's tables, committed in the same
+        transaction as the state, or not at all; the state may then stay small and point at
+        them (a launch's planned offers, written once per search)."""
         now = self.clock()
         with self._tx() as db:
             cur = db.execute(
@@ -705,6 +710,8 @@ class Journal:
             if cur.rowcount != 1:
                 raise Conflict("%s: state write refused (version %d no longer current or lease lost); "
                                "another run took over" % (key, version))
+            for sql, args in rows:
+                db.execute(sql, tuple(args))
             self._event(db, key, version + 1, "transition", from_label, label, note, owner, now)
         return version + 1
 

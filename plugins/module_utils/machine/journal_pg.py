@@ -391,7 +391,8 @@ class PgJournal:
         return self._run("writing", write)
 
     def transition(self, key: str, owner: str, version: int, state: Dict[str, Any], label: str,
-                   terminal: bool, from_label: str, note: str = "", kind: Optional[str] = None) -> int:
+                   terminal: bool, from_label: str, note: str = "", kind: Optional[str] = None,
+                   rows: Sequence[Tuple[str, Sequence[Any]]] = ()) -> int:
         blob = json.dumps(state, sort_keys=True)
 
         def write(db) -> int:
@@ -405,6 +406,8 @@ class PgJournal:
                 if cur.rowcount != 1:
                     raise Conflict("%s: state write refused (version %d no longer current or lease lost); "
                                    "another run took over" % (key, version))
+                for sql, args in rows:
+                    db.execute(_translate(sql), tuple(args))
                 self._event(db, key, version + 1, "transition", from_label, label, note, owner, now)
             return version + 1
         return self._run("writing", write)

@@ -6,8 +6,18 @@
   Reconciling -> Planning -> [Preparing -> Creating -> Booting -> Connecting]* -> Ready
   with NextOffer, Compensating (embeds the teardown machine), Exhausted, Aborted, Leaked.
 
-``search = {offers, cursor, blocked, history, round}`` travels in every attempt
-state, so the failover cursor survives a crash.
+The failover cursor travels in every attempt state, so it survives a crash. While a search
+runs, its state is small and of constant size whatever the number of offers:
+``search = {plan, size, cursor, offer, blocked, round}``: the planned offers (and the
+offers planning skipped) are written once per search round to the launch_search table
+(seq 0), and each offer left adds one row there (seq = its cursor + 1: what happened to it,
+and the block it caused); each of those rows is committed in the same transaction as the
+state that refers to it (``Next(rows=...)``), so a crash between any two writes resumes
+exactly. ``blocked`` keeps only the blocks that can still skip a later offer (an
+offer-scoped block skips just the offer already left). Ready, Exhausted and Aborted carry
+the whole search, ``{offers, cursor, blocked, history, round}`` (also the layout of every
+state a journal written before the launch_search table holds; a search resumed from such a
+state moves to the table at its next offer).
 
 Recovery points (seed 004), per transition:
   * Creating is journalled (with the offer and prepared data) before create is
@@ -25,11 +35,14 @@ Recovery points (seed 004), per transition:
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional, Tuple
+import json
+import uuid
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     Machine, Next, Poll, Retry,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
@@ -43,6 +56,18 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import (
 TERMINAL = ("Ready", "Aborted", "Leaked")
 # Attempt states: each may own resources at its offer's location.
 ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
+
+# A search's plan (seq 0: {offers, history, blocked} as planned) and one row per offer it left
+# (seq = cursor + 1: {history, block}), for the plan id its states carry.
+SEARCH_TABLES = (
+    """CREATE TABLE IF NOT EXISTS launch_search (
+        key TEXT NOT NULL,
+        plan TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (key, plan, seq)
+    )""",
+)
 
 
 def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> str:
@@ -75,16 +100,27 @@ def make_block(offer: Dict[str, Any], scope: str, reason: str) -> Dict[str, Any]
             "reason": reason}
 
 
-def _next_cursor(search: Dict[str, Any], start: int) -> Optional[int]:
-    for index in range(start, len(search["offers"])):
-        if not is_blocked(search["offers"][index], search["blocked"]):
+def _next_cursor(offers: List[Dict[str, Any]], blocked: List[Dict[str, Any]], start: int) -> Optional[int]:
+    for index in range(start, len(offers)):
+        if not is_blocked(offers[index], blocked):
             return index
     return None
 
 
 def _offer(state: Dict[str, Any]) -> Dict[str, Any]:
     search = state["search"]
+    if "offer" in search:
+        return search["offer"]
     return search["offers"][search["cursor"]]
+
+
+def search_size(search: Dict[str, Any]) -> int:
+    """How many offers a search plans (either layout)."""
+    return search["size"] if "size" in search else len(search.get("offers") or [])
+
+
+def _clear_search_rows(key: str) -> Tuple[str, Sequence[Any]]:
+    return ("DELETE FROM launch_search WHERE key = ?", (key,))
 
 
 def _error(kind: str, msg: str, block: Optional[str] = None) -> Dict[str, Any]:
@@ -154,6 +190,9 @@ class LaunchMachine(Machine):
     def __init__(self, ctx):
         self.ctx = ctx
         self.teardown = td.TeardownMachine(ctx)
+        self._cx = None
+        self._tables_on = None
+        self._plan: Tuple[Optional[str], List[Dict[str, Any]]] = (None, [])   # the last plan read or made
 
     # -- Machine interface -----------------------------------------------------------
     def is_terminal(self, state: Dict[str, Any]) -> bool:
@@ -168,7 +207,7 @@ class LaunchMachine(Machine):
         if state.get("search") and kind in ATTEMPT:
             search = state["search"]
             offer_id = Offer.from_dict(_offer(state)).offer_id
-            return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, len(search["offers"]), offer_id)
+            return "%s (offer %d of %d: %s)" % (kind, search["cursor"] + 1, search_size(search), offer_id)
         return kind
 
     def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
@@ -215,7 +254,52 @@ class LaunchMachine(Machine):
         return None
 
     def step(self, state: Dict[str, Any], cx):
+        self._cx = cx
+        if self._tables_on is not cx.journal:
+            cx.journal.ensure_tables(SEARCH_TABLES)
+            self._tables_on = cx.journal
         return getattr(self, "_step_" + state["kind"])(state, cx)
+
+    # -- the search's rows -------------------------------------------------------------
+    def _plan_body(self, search: Dict[str, Any]) -> Dict[str, Any]:
+        journal = self._cx.journal
+        found = journal.query("SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq = 0",
+                              (self._cx.key, search["plan"]))
+        if not found:
+            raise JournalError("launch: the planned offers of search %s are missing from the journal %s"
+                               % (search["plan"], journal.location))
+        return json.loads(found[0][0])
+
+    def _offers(self, search: Dict[str, Any]) -> List[Dict[str, Any]]:
+        if "offers" in search:
+            return search["offers"]
+        if self._plan[0] != search["plan"]:
+            self._plan = (search["plan"], self._plan_body(search)["offers"])
+        return self._plan[1]
+
+    def _full_search(self, search: Optional[Dict[str, Any]], left: Optional[Dict[str, Any]] = None
+                     ) -> Optional[Dict[str, Any]]:
+        """The whole search (offers, history, every block) of a state, with ``left`` (the row of
+        an offer being left, not yet written) appended."""
+        if not search or "offers" in search:
+            return search
+        body = self._plan_body(search)
+        rows = [json.loads(found) for (found,) in self._cx.journal.query(
+            "SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq > 0 ORDER BY seq",
+            (self._cx.key, search["plan"]))]
+        rows += [left] if left else []
+        return {"offers": body["offers"], "cursor": search["cursor"], "round": search.get("round", 0),
+                "history": body["history"] + [row["history"] for row in rows],
+                "blocked": body["blocked"] + [row["block"] for row in rows if row["block"]]}
+
+    def _new_plan(self, key: str, offers: List[Dict[str, Any]], history: List[Dict[str, Any]],
+                  blocked: List[Dict[str, Any]]) -> Tuple[str, List[Tuple[str, Sequence[Any]]]]:
+        """A plan id for ``offers`` and the rows that write it (replacing the key's older plans)."""
+        plan = uuid.uuid4().hex[:16]
+        self._plan = (plan, offers)
+        body = json.dumps({"offers": offers, "history": history, "blocked": blocked}, sort_keys=True)
+        return plan, [_clear_search_rows(key),
+                      ("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, 0, ?)", (key, plan, body))]
 
     # -- helpers ---------------------------------------------------------------------
     def _compensate(self, state: Dict[str, Any], then: str, error: Optional[Dict[str, Any]],
@@ -326,8 +410,11 @@ class LaunchMachine(Machine):
                             "no cloud can plan this request")
             reasons = [h["error"]["msg"] for h in history] or ["no offers"]
             return Next(self._exhausted(search, "no offer available: " + "; ".join(reasons)), "no offers")
-        return Next(dict(kind="Preparing", search=search),
-                    "%d offer(s) from %s" % (len(offers), ", ".join(settings.clouds)))
+        plan, rows = self._new_plan(cx.key, offers, history, [])
+        compact = {"plan": plan, "size": len(offers), "cursor": 0, "offer": offers[0], "blocked": [],
+                   "round": search["round"]}
+        return Next({"kind": "Preparing", "search": compact},
+                    "%d offer(s) from %s" % (len(offers), ", ".join(settings.clouds)), rows=rows)
 
     def _step_Preparing(self, state: Dict[str, Any], cx):
         offer = _offer(state)
@@ -450,7 +537,8 @@ class LaunchMachine(Machine):
                                      "host_key": vm.get("host_key"),
                                      "ssh_key_fingerprint": vm["ssh_key_fingerprint"]})
         return Next({"kind": "Ready", "vm": vm, "reused": bool(state.get("reused")),
-                     "search": state.get("search")}, "SSH login OK as %s" % vm["ssh"]["user"])
+                     "search": self._full_search(state.get("search"))}, "SSH login OK as %s" % vm["ssh"]["user"],
+                    rows=[_clear_search_rows(cx.key)])
 
     def _vm_record(self, state: Dict[str, Any]) -> Dict[str, Any]:
         offer = _offer(state)
@@ -468,26 +556,38 @@ class LaunchMachine(Machine):
                 "python_interpreter": self.ctx.capabilities(offer["cloud"]).python_interpreter}
 
     def _step_NextOffer(self, state: Dict[str, Any], cx):
-        search = dict(state["search"])
-        offer = search["offers"][search["cursor"]]
-        error = state.get("error")
-        search["blocked"] = list(search["blocked"])
-        search["history"] = list(search["history"])
-        if error:
-            if error.get("block"):
-                search["blocked"].append(make_block(offer, error["block"], error["msg"]))
-            search["history"].append({"offer": Offer.from_dict(offer).offer_id, "outcome": error["kind"],
-                                      "error": error})
+        search = state["search"]
+        offers = self._offers(search)
+        rows: List[Tuple[str, Sequence[Any]]] = []
+        if "offers" in search:
+            # Written before the launch_search table: the search moves there now.
+            plan, rows = self._new_plan(cx.key, offers, search["history"], search["blocked"])
         else:
-            search["history"].append({"offer": Offer.from_dict(offer).offer_id, "outcome": "skipped",
-                                      "error": None})
-        cursor = _next_cursor(search, search["cursor"] + 1)
-        if cursor is None:
-            tried = [h for h in search["history"] if h.get("error")]
-            return Next(self._exhausted(search, "every offer failed or was blocked (%d tried)" % len(tried)),
-                        "no offer left")
-        search["cursor"] = cursor
-        return Next({"kind": "Preparing", "search": search}, "trying %s" % Offer.from_dict(search["offers"][cursor]).offer_id)
+            plan = search["plan"]
+        cursor = search["cursor"]
+        offer = offers[cursor]
+        error = state.get("error")
+        block = make_block(offer, error["block"], error["msg"]) if error and error.get("block") else None
+        left = {"history": {"offer": Offer.from_dict(offer).offer_id, "outcome": error["kind"] if error else "skipped",
+                            "error": error}, "block": block}
+        # An offer-scoped block skips only this offer, which the cursor leaves behind.
+        blocked = [b for b in search["blocked"] if b["scope"] != BlockScope.OFFER]
+        if block and block["scope"] != BlockScope.OFFER:
+            blocked.append(block)
+        following = _next_cursor(offers, blocked, cursor + 1)
+        if following is None:
+            full = self._full_search(search, left) if not rows else dict(
+                search, history=search["history"] + [left["history"]],
+                blocked=search["blocked"] + ([block] if block else []))
+            tried = [h for h in full["history"] if h.get("error")]
+            return Next(self._exhausted(full, "every offer failed or was blocked (%d tried)" % len(tried)),
+                        "no offer left", rows=[_clear_search_rows(cx.key)])
+        rows.append(("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, ?, ?)",
+                     (cx.key, plan, cursor + 1, json.dumps(left, sort_keys=True))))
+        compact = {"plan": plan, "size": len(offers), "cursor": following, "offer": offers[following],
+                   "blocked": blocked, "round": search.get("round", 0)}
+        return Next({"kind": "Preparing", "search": compact},
+                    "trying %s" % Offer.from_dict(offers[following]).offer_id, rows=rows)
 
     def _step_Exhausted(self, state: Dict[str, Any], cx):
         wait = self.ctx.settings.exhausted_wait
@@ -517,7 +617,7 @@ class LaunchMachine(Machine):
         if then == "Planning":
             return Next({"kind": "Planning", "round": 0}, note + "; planning")
         return Next({"kind": "Aborted", "reason": state.get("reason") or "aborted", "targets": [],
-                     "search": state.get("search")}, note + "; aborting")
+                     "search": self._full_search(state.get("search"))}, note + "; aborting")
 
 
 def _empty_search(round_no: int) -> Dict[str, Any]:

@@ -46,12 +46,14 @@ def _when(at: Optional[float]) -> str:
 def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """Where a search stands, for people: the offer it is at (n of m) and why each earlier
     offer or cloud was skipped. None when there was no search (a reused VM)."""
-    if not search or not search.get("offers"):
+    if not search or not (search.get("offers") or search.get("offer")):
         return None
-    current = search["offers"][search["cursor"]]
+    # A running search keeps its offers and history in the journal's launch_search table
+    # (vm/launch.py): its state names the current offer and the count.
+    current = search["offer"] if "offer" in search else search["offers"][search["cursor"]]
     skipped = ["%s (%s): %s" % (h["offer"], h["outcome"], h["error"]["msg"])
                for h in search.get("history", []) if h.get("error")]
-    return {"offer": search["cursor"] + 1, "of": len(search["offers"]),
+    return {"offer": search["cursor"] + 1, "of": search.get("size") or len(search["offers"]),
             "offer_id": Offer.from_dict(current).offer_id, "price_per_hour": current.get("price_per_hour"),
             "skipped": skipped}
 

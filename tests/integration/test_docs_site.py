@@ -170,8 +170,10 @@ def test_index_lists_guides_and_reference(site, browser):
     facts = browser.evaluate(PAGE_FACTS)
     assert facts["title"].startswith("gpuprov.cloud"), facts["title"]
     assert facts["styled"], "the index renders without the theme's stylesheets"
-    for page in ("guides/usage.html", "guides/clouds.html", "guides/recovery.html", "guides/awx.html",
-                 "reference/index.html"):
+    pages = ["guides/usage.html", "guides/clouds.html", "reference/index.html"]
+    pages += ["guides/%s.html" % page.stem for page in sorted((REPO / "docs").glob("*.md"))]
+    assert "guides/recovery.html" in pages and "guides/awx.html" in pages
+    for page in pages:
         assert page in facts["links"], "the index does not link %s: %s" % (page, facts["links"])
     data = browser.screenshot(SCREENSHOTS / "index.png")
     assert png_size(data) == WINDOW

@@ -368,3 +368,10 @@ def test_check_mode_predicts_the_removal_and_changes_nothing(world, monkeypatch)
     result = sweep.run_task(params, check_mode=True)
     assert result["changed"] is True and [e["id"] for e in result["would_remove"]] == [ids["orphan"]]
     assert result["removed"] == [] and world.listing() == before and world.journal.keys() == keys
+
+
+def test_sweep_keys_are_no_vm_keys():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import is_vm_key
+    assert is_vm_key("train1")
+    assert not is_vm_key(sweep.sweep_key("train1")) and not is_vm_key(sweep.sweep_key("train1", THEIRS))
+    assert not is_vm_key("instance:aws:train1")

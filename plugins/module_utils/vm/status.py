@@ -26,6 +26,11 @@ def is_instance_key(key: str) -> bool:
     return key.startswith(INSTANCE_KEY_PREFIX)
 
 
+def is_vm_key(key: str) -> bool:
+    """Whether ``key`` is a VM's own (neither an instance-module nor a sweep teardown's)."""
+    return not (key.startswith(INSTANCE_KEY_PREFIX) or key.startswith(SWEEP_KEY_PREFIX))
+
+
 def _hint(key: str) -> str:
     """How to resolve a Leaked row of ``key``."""
     if is_instance_key(key):

@@ -329,7 +329,8 @@ class LaunchMachine(Machine):
         if exc.fatal:
             return Next(self._compensate(state, "Aborted", exc.to_dict()), str(exc))
         if exc.kind == ErrorKind.UNAVAILABLE and not created:
-            return Next(self._next_offer(state, exc.to_dict()), str(exc))
+            # Nothing to undo: straight on to the next offer, in one write.
+            return self._leave_offer(state, exc.to_dict(), str(exc))
         return Next(self._compensate(state, "NextOffer", exc.to_dict()), str(exc))
 
     def _next_offer(self, state: Dict[str, Any], error: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -556,6 +557,11 @@ class LaunchMachine(Machine):
                 "python_interpreter": self.ctx.capabilities(offer["cloud"]).python_interpreter}
 
     def _step_NextOffer(self, state: Dict[str, Any], cx):
+        return self._leave_offer(state, state.get("error"))
+
+    def _leave_offer(self, state: Dict[str, Any], error: Optional[Dict[str, Any]], why: str = "") -> Next:
+        """Record why the current offer is left, and go to the next unblocked one (or Exhausted)."""
+        cx = self._cx
         search = state["search"]
         offers = self._offers(search)
         rows: List[Tuple[str, Sequence[Any]]] = []
@@ -566,7 +572,6 @@ class LaunchMachine(Machine):
             plan = search["plan"]
         cursor = search["cursor"]
         offer = offers[cursor]
-        error = state.get("error")
         block = make_block(offer, error["block"], error["msg"]) if error and error.get("block") else None
         left = {"history": {"offer": Offer.from_dict(offer).offer_id, "outcome": error["kind"] if error else "skipped",
                             "error": error}, "block": block}
@@ -581,13 +586,13 @@ class LaunchMachine(Machine):
                 blocked=search["blocked"] + ([block] if block else []))
             tried = [h for h in full["history"] if h.get("error")]
             return Next(self._exhausted(full, "every offer failed or was blocked (%d tried)" % len(tried)),
-                        "no offer left", rows=[_clear_search_rows(cx.key)])
+                        "; ".join(filter(None, (why, "no offer left"))), rows=[_clear_search_rows(cx.key)])
         rows.append(("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, ?, ?)",
                      (cx.key, plan, cursor + 1, json.dumps(left, sort_keys=True))))
         compact = {"plan": plan, "size": len(offers), "cursor": following, "offer": offers[following],
                    "blocked": blocked, "round": search.get("round", 0)}
-        return Next({"kind": "Preparing", "search": compact},
-                    "trying %s" % Offer.from_dict(offers[following]).offer_id, rows=rows)
+        trying = "trying %s" % Offer.from_dict(offers[following]).offer_id
+        return Next({"kind": "Preparing", "search": compact}, "; ".join(filter(None, (why, trying))), rows=rows)
 
     def _step_Exhausted(self, state: Dict[str, Any], cx):
         wait = self.ctx.settings.exhausted_wait

@@ -48,13 +48,31 @@ class Next:
 
 
 class Poll:
-    """Not done yet: same state, no budget consumed, step again after ``after`` s."""
+    """Not done yet: same state, no budget consumed, step again after ``after`` s.
 
-    __slots__ = ("after", "note")
+    ``first``: this is a wait for readiness that may come at any moment (a boot, an SSH
+    login); the executor then schedules it (``poll_delay``): ``first`` s at the start, growing
+    with the time already spent in the state, up to ``after`` (the cloud's rate-limit-safe
+    interval), so a readiness is seen at most about POLL_LATENESS of the wait late."""
 
-    def __init__(self, after: float, note: str = ""):
+    __slots__ = ("after", "note", "first")
+
+    def __init__(self, after: float, note: str = "", first: Optional[float] = None):
         self.after = after
         self.note = note
+        self.first = first
+
+
+# A readiness poll waits this fraction of the time already spent in its state (between its
+# ``first`` and ``after``): what it may be late by, relative to the wait so far.
+POLL_LATENESS = 0.04
+
+
+def poll_delay(poll: Poll, in_state: float) -> float:
+    """The wait before the next step after ``poll``, ``in_state`` seconds into its state."""
+    if poll.first is None:
+        return poll.after
+    return min(poll.after, max(poll.first, POLL_LATENESS * in_state))
 
 
 # The longest server-requested delay (Retry-After) a retry honours; a longer one is capped
@@ -352,7 +370,7 @@ class Executor:
                     self.journal.note(key, self.owner, version, machine.label(state), result.note)
                     last_poll_note = result.note
                 self._emit("poll", label=machine.label(state), note=result.note, in_state=cx.in_state)
-                wait(result.after)
+                wait(poll_delay(result, cx.in_state))
             elif isinstance(result, Retry):
                 attempts += 1
                 policy = machine.retry_policy(state)

@@ -57,6 +57,13 @@ TERMINAL = ("Ready", "Aborted", "Leaked")
 # Attempt states: each may own resources at its offer's location.
 ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
 
+# Readiness waits (the executor's schedule, machine/executor.py poll_delay): a boot is observed
+# after 1 s, then less often as it goes on, up to the cloud's poll_interval_s; an SSH login is
+# retried after 0.25 s (a fresh sshd answers within a moment), backing off to 2 s.
+BOOT_POLL_FIRST_S = 1.0
+SSH_POLL_FIRST_S = 0.25
+SSH_POLL_MAX_S = 2.0
+
 # A search's plan (seq 0: {offers, history, blocked} as planned) and one row per offer it left
 # (seq = cursor + 1: {history, block}), for the plan id its states carry.
 SEARCH_TABLES = (
@@ -475,7 +482,7 @@ class LaunchMachine(Machine):
         if not mine:
             # Listings lag creation on some clouds; only a lasting absence means vanished.
             if cx.in_state < min(60.0, boot_timeout / 4.0):
-                return Poll(interval, "instance %s not listed yet" % state["instance_id"])
+                return Poll(interval, "instance %s not listed yet" % state["instance_id"], first=BOOT_POLL_FIRST_S)
             return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, "instance vanished while booting")),
                         "instance vanished")
         inst = mine[0]
@@ -495,7 +502,8 @@ class LaunchMachine(Machine):
             err = _error(ErrorKind.FAILED, "boot timeout: not Running with an SSH endpoint after %.0f s" % boot_timeout)
             return Next(self._compensate(state, "NextOffer", err), err["msg"])
         no_endpoint = "" if inst.endpoint else ", no endpoint yet"
-        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint))
+        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint),
+                    first=BOOT_POLL_FIRST_S)
 
     def _step_Connecting(self, state: Dict[str, Any], cx):
         if state.get("reused"):
@@ -518,7 +526,8 @@ class LaunchMachine(Machine):
                 if state.get("reused"):
                     return Next(self._keep_reused(state, reason), reason)
                 return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, reason)), reason)
-            return Poll(2.0, "waiting for SSH on %s:%d: %s" % (endpoint.host, endpoint.port, exc))
+            return Poll(SSH_POLL_MAX_S, "waiting for SSH on %s:%d: %s" % (endpoint.host, endpoint.port, exc),
+                        first=SSH_POLL_FIRST_S)
         vm = dict(vm, ssh=endpoint.to_dict(), host_key_fingerprint=fingerprint)
         if self.ctx.files is not None:
             # Journalled with the VM: a controller without this known_hosts regenerates it from the journal.

@@ -153,8 +153,10 @@ def test_sweep_names_orphans_with_cost_and_delete_leaves_only_the_journals_own(a
 
 
 @pytest.mark.parametrize("point", [
+    "after commit begin Requesting #1",              # journalled, nothing deleted yet
     "before commit Requesting -> AwaitingGone #1",   # the delete was made, its commit was not
     "after commit Requesting -> AwaitingGone #1",    # killed while waiting for it to go
+    "after commit AwaitingGone -> CleaningUp #1",    # the instance is gone, its folder is not cleaned up
 ])
 def test_a_sweep_killed_mid_removal_is_resumed_by_the_next(ansible, point):
     assert ansible.playbook("provision", "-e", "vm=lost").rc == 0

@@ -56,7 +56,7 @@ attributes:
       - Reads the journal, observes the journalled VM and plans the search, all read-only, and says what it would
         do; RV(plan) lists the offers it would try, in order. A VM that is up and matches the request is returned
         as a real run returns it (RV(vm), RV(connection)), so the rest of a play can use it.
-      - It uses the collection's SSH key (generated on first use) and opens the journal (created when missing).
+      - It creates nothing on the controller either: no journal (an absent one reads as empty) and no SSH key.
   diff_mode:
     support: full
     details:

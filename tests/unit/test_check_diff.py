@@ -36,6 +36,8 @@ def test_check_mode_returns_state_journal_and_the_offers_in_order(home):
     assert result["diff"]["after"]["cloud"] == "local"
     assert result["diff"]["after"]["status"] == "running (would be created)"
     assert not (home / "local" / "cdiff").exists()
+    # A dry run creates nothing: no journal, no key (the journal it would use is named all the same).
+    assert not (home / "journal.sqlite").exists() and not (home / "id_ed25519").exists()
 
 
 def test_check_mode_with_an_unknown_gpu_everywhere_fails_naming_why(home):

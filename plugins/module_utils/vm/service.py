@@ -8,6 +8,8 @@ adds argument parsing, progress printing and the task result."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -25,7 +27,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Location, Offer, ProviderError, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
+    default_state_dir, journal_exists, journal_location,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff, launch, projection, ssh, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
@@ -116,13 +120,18 @@ class VmService:
         self.credential_key = credential_key
         self.state_dir = default_state_dir()
         self.journal: Optional[Journal] = None
+        self.journal_path = ""
+        self._scratch: Optional[str] = None   # check mode's throw-away journal folder, when it made one
         self.owner = new_owner()
         self.started = time.monotonic()   # progress lines count from the task's start
 
     # -- setup -----------------------------------------------------------------------
-    def _open(self):
+    def _open(self, check_mode: bool = False):
         source, key_path = ssh.key_source(self.params.get("ssh_key"), self.credential_key, self.state_dir)
-        if source:
+        if check_mode and not source and not os.path.exists(key_path):
+            # A dry run generates no key: the VM it would make is not made, and no journalled VM has it.
+            public_key = ""
+        elif source:
             if not os.path.exists(key_path):
                 raise InvalidParameters("%s: %s does not exist; name an existing private key or leave ssh_key, "
                                         "GPUPROV_SSH_KEY_FILE and ansible_ssh_private_key_file unset to use the "
@@ -130,7 +139,8 @@ class VmService:
             public_key = ssh.public_key_of(key_path)
         else:
             public_key = ssh.ensure_controller_key(key_path)
-        self.key_source, self.key_fingerprint = source, ssh.public_key_fingerprint(public_key)
+        self.key_source = source
+        self.key_fingerprint = ssh.public_key_fingerprint(public_key) or "no key yet (check mode generates none)"
         if os.path.isdir(self.state_dir) and not os.access(self.state_dir, os.W_OK | os.X_OK):
             # Checked before anything is created: the VM's ssh config and pinned host key go here.
             raise InvalidParameters("state directory %s is not writable by this user; fix its permissions or set "
@@ -138,11 +148,18 @@ class VmService:
         settings = build_settings(self.params, public_key)
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
+        location = journal_location(self.params.get("journal"))
         try:
-            self.journal = projection.open_journal(self.params.get("journal"),
-                                                   password=self.params.get("journal_password"))
+            if check_mode and not journal_exists(location):
+                # A dry run creates no journal: an empty one in a scratch folder answers its reads.
+                self._scratch = tempfile.mkdtemp(prefix="gpuprov-check-")
+                self.journal = projection.open_journal(os.path.join(self._scratch, "journal.sqlite"))
+                self.journal_path = location
+                return settings, files
+            self.journal = projection.open_journal(location, password=self.params.get("journal_password"))
         except JournalError as exc:
             raise InvalidParameters(str(exc))
+        self.journal_path = self.journal.path   # a DSN as it may be shown: without its password
         # known_hosts and the ssh config are generated from the journal: this state directory may be new.
         files.write_from_journal(lambda: projection.vms(self.journal))
         return settings, files
@@ -154,7 +171,11 @@ class VmService:
     # -- entry point -----------------------------------------------------------------
     def run(self, check_mode: bool = False, diff: bool = False) -> Dict[str, Any]:
         """The task's result; with ``diff``, also Ansible's ``diff`` (the VM record before and after)."""
-        result = self._run(check_mode)
+        try:
+            result = self._run(check_mode)
+        finally:
+            if self._scratch:
+                shutil.rmtree(self._scratch, ignore_errors=True)
         before = result.pop("before_vm", None)
         after = result.pop("after_vm", before)  # a failed run changed nothing it can show
         if diff and before is not None:
@@ -163,7 +184,7 @@ class VmService:
 
     def _run(self, check_mode: bool) -> Dict[str, Any]:
         try:
-            settings, files = self._open()
+            settings, files = self._open(check_mode)
         except (InvalidParameters, PrivateFileError) as exc:
             return {"failed": True, "changed": False, "msg": str(exc)}
         ctx = VmContext(settings, files=files, ssh_check=None, journal_id=self.journal.journal_id,
@@ -209,7 +230,7 @@ class VmService:
         row = self.journal.load(name)
         refused = self._other_key(row, files)
         if refused:
-            return {"failed": True, "changed": False, "state": row.label, "journal": self.journal.path, "msg": refused}
+            return {"failed": True, "changed": False, "state": row.label, "journal": self.journal_path, "msg": refused}
         before = _before_vm(row)
         if check_mode:
             return dict(self._check_present(ctx, files, row), before_vm=before)
@@ -221,7 +242,7 @@ class VmService:
                       for e in run_events)
         state = outcome.state
         result: Dict[str, Any] = {
-            "changed": changed, "state": outcome.label, "journal": self.journal.path,
+            "changed": changed, "state": outcome.label, "journal": self.journal_path,
             "history": _history(state),
             "search": search_summary(state.get("search")),
             "events": [{k: e[k] for k in ("event", "from", "to", "note", "at")} for e in run_events],
@@ -248,7 +269,7 @@ class VmService:
         """What O(state=present) would do, read-only: keep the journalled VM when it is up and matches
         the request, else search: the offers it would try, in order, and those it would skip."""
         name = ctx.settings.vm_name
-        base = {"state": row.label if row else "absent", "journal": self.journal.path, "history": [], "events": []}
+        base = {"state": row.label if row else "absent", "journal": self.journal_path, "history": [], "events": []}
         vm = row.state.get("vm") if row and row.kind == launch.LaunchMachine.KIND else None
         up = bool(vm and row.state.get("kind") == "Ready" and self._still_up(ctx, vm))
         differs = launch.request_mismatch(vm, ctx.settings) if up else []
@@ -392,7 +413,7 @@ class VmService:
             row = self.journal.load(name)
             targets = launch.owned_targets(row.state, row.kind) if row else []
             before = _before_vm(row)
-            base = {"state": row.label if row else "absent", "journal": self.journal.path,
+            base = {"state": row.label if row else "absent", "journal": self.journal_path,
                     "before_vm": before, "after_vm": {} if targets else before}
             if not targets:
                 return dict(base, changed=False, msg="%s has nothing to tear down" % name)
@@ -411,7 +432,7 @@ class VmService:
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             result = {"changed": bool(stopped), "state": row.label if row else "absent",
-                      "journal": self.journal.path, "msg": "%s%s has nothing to tear down" % (stopped, name),
+                      "journal": self.journal_path, "msg": "%s%s has nothing to tear down" % (stopped, name),
                       "before_vm": before, "after_vm": {}}
             return self._forget_controller_files(name, files, result)
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
@@ -419,7 +440,7 @@ class VmService:
                                                                         "down requested"))
         self.journal.clear_cancel(name)
         state = outcome.state
-        result = {"changed": True, "state": outcome.label, "journal": self.journal.path,
+        result = {"changed": True, "state": outcome.label, "journal": self.journal_path,
                   "targets": state["targets"], "before_vm": before,
                   "after_vm": dict(before, status="leaked") if before and state["kind"] != "Done" else {}}
         if state["kind"] == "Done":

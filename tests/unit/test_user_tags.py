@@ -171,6 +171,8 @@ def test_vm_tags_a_new_vm_and_retags_a_kept_one_with_purge_tags(home):
     assert added["changed"] and added["tags"] == {"set": {"owner": "kim"}, "removed": []}
     purged = VmService(dict(VM, tags={"team": "ai"})).run()
     assert purged["changed"] and purged["tags"] == {"set": {"team": "ai"}, "removed": ["cost-center", "owner"]}
+    from ansible_collections.gpuprov.cloud.tests.unit.test_return_spec import mismatches, return_spec
+    assert mismatches(return_spec("vm"), purged) == [] and mismatches(return_spec("vm"), would) == []
     tags = _local_tags(home, instance_id)
     assert tags["team"] == "ai" and "owner" not in tags and tags[VM_NAME_TAG] == "tagvm"   # identity stays
     assert purged["vm"]["instance_id"] == instance_id   # the same VM, never recreated for its tags

@@ -99,3 +99,15 @@ def test_instance_diff_shows_the_instance_record_before_and_after(home):
     finally:
         gone = with_diff(primitives.instance(dict(params, state="absent")), "absent")
     assert gone["diff"]["after"] == {} and gone["diff"]["before"]["instance_id"] == record["instance_id"]
+
+
+def test_check_mode_says_a_journalled_vm_that_is_gone_would_be_cleared_then_provisioned(home):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
+    up = VmService(dict(BASE)).run()
+    instance_id = up["vm"]["instance_id"]
+    LocalProvider({"root": str(home / "local")}).delete(Location("local", "local"), "cdiff", [instance_id])
+    would = VmService(dict(BASE)).run(check_mode=True, diff=True)
+    assert would["changed"] and would["state"] == "Ready", would
+    assert would["msg"].startswith("would clear the journalled %s (not running), then provision cdiff" % instance_id)
+    assert would["diff"]["before"]["instance_id"] == instance_id and would["diff"]["after"]["instance_id"] is None

@@ -288,7 +288,8 @@ class VmService:
         first = plan[0] if plan else None
         summary = {"offer": 1, "of": len(plan), "offer_id": first["offer_id"],
                    "price_per_hour": first["price_per_hour"], "skipped": skipped} if first else None
-        replacing = "replace %s (%s), then " % (name, "; ".join(differs)) if differs else ""
+        replacing = ("replace %s (%s), then " % (name, "; ".join(differs)) if differs
+                     else "clear the journalled %s (not running), then " % vm["instance_id"] if vm and not up else "")
         if not plan:
             return dict(base, changed=False, failed=True, search=None, plan=[],
                         msg="%s: no offer to try: %s" % (name, "; ".join(skipped) or "no offers"))

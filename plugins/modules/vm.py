@@ -56,7 +56,7 @@ attributes:
       - Reads the journal, observes the journalled VM and plans the search, all read-only, and says what it would
         do; RV(plan) lists the offers it would try, in order. A VM that is up and matches the request is returned
         as a real run returns it (RV(vm), RV(connection)), so the rest of a play can use it.
-      - It creates nothing on the controller either: no journal (an absent one reads as empty) and no SSH key.
+      - It creates nothing on the controller either, neither a journal (an absent one reads as empty) nor an SSH key.
   diff_mode:
     support: full
     details:

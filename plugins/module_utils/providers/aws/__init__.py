@@ -40,13 +40,12 @@ container and instance metadata).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import ipaddress
 import json
 import re
 import urllib.error
 from typing import Any, Dict, List, Optional
-
-from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
@@ -68,13 +67,12 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 
+# boto3 itself (about 0.1-0.2 s to import) is imported when the first client is built, so a run
+# that needs no AWS call does not pay for it; its exceptions are light and needed to classify.
 try:
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
-    HAS_BOTO3 = True
+    HAS_BOTO3 = importlib.util.find_spec("boto3") is not None
 except ImportError:  # pragma: no cover - sanity imports module_utils without boto3
-    boto3 = Config = None
     BotoCoreError = ClientError = Exception
     HAS_BOTO3 = False
 
@@ -317,6 +315,8 @@ class AwsProvider(TypedOptionsProvider):
         the fail-fast client (RunInstances) makes exactly one HTTP attempt."""
         key = (service, region, fail_fast)
         if key not in self._clients:
+            import boto3  # pylint: disable=import-outside-toplevel
+            from botocore.config import Config  # pylint: disable=import-outside-toplevel
             if self._session is None:
                 # A profile names a whole credential set: it wins over loose keys (which may
                 # come from the environment), as the AWS CLI's --profile does.
@@ -373,6 +373,10 @@ class AwsProvider(TypedOptionsProvider):
         if not url:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller "
                                 "address lookup is disabled (controller_ip_url is empty)")
+        # Ansible's urls (about 0.1 s to import) serves only this lookup: not imported on a re-run.
+        from ansible.module_utils.urls import (  # pylint: disable=import-outside-toplevel
+            ConnectionError as UrlConnectionError, open_url,
+        )
         try:
             with open_url(url, timeout=10) as reply:  # https by default
                 text = reply.read(100).decode("ascii", "replace").strip()

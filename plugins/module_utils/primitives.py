@@ -300,7 +300,7 @@ def _left_alone(name: str, where: Location, foreign: List[Observed]) -> List[str
 @guarded
 def instance(params: Dict[str, Any], check_mode: bool = False, clock: Callable[[], float] = time.monotonic,
              sleep: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
-    """``present``: prepare + observe-or-create one offer; ``absent``: the teardown machine at
+    """``present``: observe one offer's location, then prepare + create unless the instance exists; ``absent``: the teardown machine at
     one location. ``clock`` and ``sleep`` are the teardown executor's (its waits, its budget)."""
     name = validate_vm_name(params.get("name"))
     cloud = the_cloud(params)
@@ -352,12 +352,13 @@ def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_m
                         msg="%s: instance %s exists at %s" % (name, existing[0].instance_id, where))
         return dict(base, changed=True, instance=None, prepared=None,
                     msg="%s: would prepare and create %s" % (name, offer.offer_id))
-    spec = instance_spec(params, name, _public_key(params))
-    prepared = _call("prepare", where, provider.prepare, offer, spec)
     if existing:
-        return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=prepared,
+        # Nothing is made for an instance that exists: no prepare call, no key read (a quick re-run).
+        return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=None,
                     msg="%s: instance %s exists at %s (%s)" % (
                         name, existing[0].instance_id, where, existing[0].status))
+    spec = instance_spec(params, name, _public_key(params))
+    prepared = _call("prepare", where, provider.prepare, offer, spec)
     instance_id = _call("create", where, provider.create, offer, prepared, spec)
     after = _call("observe", where, provider.observe, where, name)
     mine = [o for o in after if o.instance_id == instance_id]

@@ -209,7 +209,9 @@ offer:
   returned: O(state=present)
   type: dict
 prepared:
-  description: What C(prepare) returned (image, network, security group or firewall rule, ...); null in check mode.
+  description:
+    - What C(prepare) returned (image, network, security group or firewall rule, ...).
+    - Null in check mode, and when the instance already existed (nothing is prepared for it).
   returned: O(state=present)
   type: dict
 location:

@@ -138,7 +138,7 @@ def test_instance_lifecycle_check_mode_idempotency_and_info(ansible, tmp_path):
     made = first["instance"]["instance_id"]
     assert first["changed"] is True and first["msg"].startswith("prim1: created %s at local/local" % made)
     assert second["changed"] is False and second["instance"]["instance_id"] == made
-    assert first["prepared"] == second["prepared"] and first["prepared"]["sshd"]
+    assert first["prepared"]["sshd"] and second["prepared"] is None   # it exists: nothing was prepared
     assert [os.path.basename(f) for f in ansible.live_sshd()] == [made]
     assert info["exists"] is True and [i["instance_id"] for i in info["instances"]] == [made]
     assert info["instances"][0]["ssh_host"] == "127.0.0.1" and info["instances"][0]["cloud"] == "local"

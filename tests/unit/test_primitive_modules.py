@@ -170,7 +170,7 @@ def test_instance_present_is_idempotent_and_absent_removes_everything(home):
 
     second = primitives.instance(dict(params))
     assert second["changed"] is False and second["instance"]["instance_id"] == made
-    assert second["prepared"] == first["prepared"]
+    assert second["prepared"] is None   # it exists: nothing was prepared
     assert [o.instance_id for o in _live_local(home, name)] == [made]
 
     info = primitives.instance_info({"name": name, "cloud": "local"})
@@ -564,7 +564,7 @@ def test_aws_instance_present_twice_then_absent_twice(aws):
 
     second = primitives.instance(dict(params))
     assert second["changed"] is False and second["instance"]["instance_id"] == inst["InstanceId"]
-    assert second["prepared"]["security_group_id"] == first["prepared"]["security_group_id"]
+    assert second["prepared"] is None   # it exists: no prepare call (no security group call either)
     assert len(aws["fake"].calls("RunInstances", aws["account"])) == runs   # no second create
     assert len(aws["live"]()) == 1
 

@@ -512,3 +512,33 @@ def test_a_fresh_home_gets_known_hosts_and_ssh_config_from_the_journal(home, ans
     assert "Host nokey1" not in config      # no journalled host key: nothing to pin it to
     for name in ("known_hosts", "ssh_config"):
         assert oct((fresh / name).stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_postgresql_journal_with_the_journal_password_option(home, ansible_inventory):
+    pg_server = pytest.importorskip("ansible_collections.gpuprov.cloud.tests.pg_server")
+    why = pg_server.unavailable()
+    if why:
+        pytest.skip(why)
+    server = pg_server.PgServer()
+    try:
+        dsn = server.new_database()
+        journal = projection.open_journal(dsn, password=pg_server.PASSWORD)
+        try:
+            fields = {k: v for k, v in _row("pg1").items() if k not in ("name", "updated_at")}
+            projection.upsert_vm(journal, "pg1", **fields)
+        finally:
+            journal.close()
+        for variable in ("PGPASSWORD", "PGPASSFILE"):
+            ansible_inventory.env.pop(variable, None)
+        config = "plugin: gpuprov.cloud.journal\njournal: %s\n" % dsn
+        listing, err = ansible_inventory.list(ansible_inventory.config(
+            config + "journal_password: %s\n" % pg_server.PASSWORD, name="pg.gpuprov.yml"))
+        assert _members(listing, "gpuprov_vms") == ["pg1"], err
+        assert listing["_meta"]["hostvars"]["pg1"]["gpuprov_journal"] == dsn     # shown without a password
+        assert pg_server.PASSWORD not in json.dumps(listing) + err
+        # Without it: a clear error naming where a password comes from, never a traceback.
+        proc = ansible_inventory.run(ansible_inventory.config(config, name="nopw.gpuprov.yml"), "--list")
+        assert "journal_password, PGPASSWORD or PGPASSFILE" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        server.destroy()

@@ -6,11 +6,14 @@ never asserted; rounds of every row are interleaved so all see the same machine 
 
   failover   wall seconds per refused offer: a search of N offers (one region each) whose
              first N-1 refuse at prepare (Unavailable, blocking the offer), minus a one-offer
-             launch, divided by N-1. Real time: journal writes, JSON, the machine's work.
+             launch, divided by N-1. Real time: journal writes, JSON, the machine's work. Beside
+             it, one plain SQLite INSERT + COMMIT in the same settings (this disk's fsync cost,
+             the floor of any durable write), measured in the same rounds.
   boot       simulated: the instance is Running B s (fake clock; B from 30.5 to 47.7 s) after
              create and SSH answers 1 s after that; the launch's fake-clock wall from create to
-             Ready over that inherent B + 1 s, the worst of the boots. What it measures is the poll schedule alone (the cloud's
-             default 10 s interval, or the executor's schedule), not the host's speed.
+             Ready over that inherent B + 1 s, the worst of the boots. What it measures is the
+             poll schedule alone (the cloud's default 10 s interval, or the executor's schedule),
+             not the host's speed.
 
 Run: make dev && .venv/bin/python bench/launch_paths.py [rounds] [offer counts, comma-separated]
 """
@@ -18,6 +21,7 @@ Run: make dev && .venv/bin/python bench/launch_paths.py [rounds] [offer counts, 
 from __future__ import annotations
 
 import pathlib
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -55,6 +59,24 @@ def failover_wall(count: int) -> float:
         world.journal.close()
     assert out.state["kind"] == "Ready", out.state.get("reason")
     return wall
+
+
+def plain_commit() -> float:
+    """Median real seconds of one INSERT + COMMIT in WAL mode with synchronous=FULL."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite3.connect(str(pathlib.Path(tmp) / "plain.sqlite"), isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, state TEXT)")
+        times = []
+        for index in range(50):
+            started = time.perf_counter()
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO t (state) VALUES (?)", ('{"kind": "S%d"}' % index,))
+            db.execute("COMMIT")
+            times.append(time.perf_counter() - started)
+        db.close()
+    return statistics.median(times)
 
 
 class TimedBootCloud(ScriptedProvider):
@@ -110,15 +132,19 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     counts = [int(n) for n in (sys.argv[2] if len(sys.argv) > 2 else "50,200,1000").split(",")]
     walls = {n: [] for n in [1] + counts}
+    plain = []
     for _round in range(rounds):
         for n in walls:
             walls[n].append(failover_wall(n))
+            plain.append(plain_commit())
     boots = [boot_ratio(boot_s) for boot_s in BOOTS_S]   # deterministic: a fake clock
     base = statistics.median(walls[1])
+    commit = statistics.median(plain)
+    print("plain SQLite insert + commit (WAL, synchronous=FULL): %.2f ms" % (commit * 1000))
     for n in counts:
         per = (statistics.median(walls[n]) - base) / (n - 1)
-        print("failover, per refused offer, %4d offers: %7.2f ms   (launch %.2f s, %d rounds)"
-              % (n, per * 1000, statistics.median(walls[n]), rounds))
+        print("failover, per refused offer, %4d offers: %7.2f ms = %.2f plain commits   (launch %.2f s, %d rounds)"
+              % (n, per * 1000, per / commit, statistics.median(walls[n]), rounds))
     print("launch wall / inherent latency, boots of %.0f-%.0f s + %.0f s to sshd (simulated clock): worst %.3f, "
           "median %.3f" % (min(BOOTS_S), max(BOOTS_S), SSH_AFTER_S, max(boots), statistics.median(boots)))
 

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -124,6 +125,8 @@ def _fresh_job(base, name, journal_path, key=None):
     job.env["GPUPROV_JOURNAL"] = str(journal_path)
     if key is not None:
         job.env["GPUPROV_SSH_KEY_FILE"] = str(key)
+    # ssh's ControlPath is a Unix socket (at most 108 bytes): a short folder, whatever pytest's tmp path.
+    job.env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = tempfile.mkdtemp(prefix="gp-cp-")
     return job
 
 

@@ -200,17 +200,21 @@ def cloud_python(cloud):
     return CLOUD_PYTHON.get(cloud)
 
 
-def tags_of(row):
-    """The VM's user tags as the projection's detail records them ({} when none)."""
+def tags_of(row, state=None):
+    """The VM's user tags: as the projection's detail records them, else as the Ready launch state of
+    the same instance does (the vm record's ``tags``); {} when neither has any."""
     detail = row.get("detail")
     tags = detail.get("tags") if isinstance(detail, dict) else None
+    if not isinstance(tags, dict):
+        vm = (state or {}).get("vm") if (state or {}).get("kind") == "Ready" else None
+        tags = vm.get("tags") if vm and vm.get("instance_id") == row.get("instance_id") else None
     return dict(tags) if isinstance(tags, dict) else {}
 
 
-def field_value(row, field):
-    """The value of ``field`` (a projection column or ``tag:<key>``) for ``row``; None when unset."""
+def field_value(row, field, tags):
+    """The value of ``field`` (a projection column, or ``tag:<key>`` of ``tags``) for ``row``; None when unset."""
     if field.startswith(TAG_PREFIX):
-        return tags_of(row).get(field[len(TAG_PREFIX):])
+        return tags.get(field[len(TAG_PREFIX):])
     return row.get(field)
 
 
@@ -246,19 +250,19 @@ def check_filters(filters):
     return checked
 
 
-def matches(row, filters):
-    """True when ``row`` matches every key of the checked ``filters``."""
+def matches(row, tags, filters):
+    """True when ``row`` (with its ``tags``) matches every key of the checked ``filters``."""
     for key, accepted in filters.items():
-        value = field_value(row, key)
+        value = field_value(row, key, tags)
         if value is None or str(value) not in accepted:
             return False
     return True
 
 
-def record_of(row):
+def record_of(row, tags):
     """The VM's record as the ``gpuprov`` host variable holds it."""
     record = {key: row.get(key) for key in RECORD_KEYS}
-    record["tags"] = tags_of(row)
+    record["tags"] = tags
     return record
 
 
@@ -311,10 +315,12 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
     out = []
     named = {}
     for row in rows:
-        if str(row.get("status")) not in wanted or not matches(row, filters):
-            continue
         name = row["name"]
-        host = next((str(field_value(row, f)) for f in hostnames if field_value(row, f) not in (None, "")), None)
+        tags = tags_of(row, states.get(name))
+        if str(row.get("status")) not in wanted or not matches(row, tags, filters):
+            continue
+        host = next((str(field_value(row, f, tags)) for f in hostnames if field_value(row, f, tags) not in (None, "")),
+                    None)
         if host is None:
             warn("VM %s has none of the hostnames fields (%s): left out" % (name, ", ".join(hostnames)))
             continue
@@ -333,7 +339,7 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
         # What the collection's playbooks read per host (provision: the GPU asked for; down: the journal),
         # then the rest of the record in one dict.
         variables = {"gpuprov_journal": shown(journal_path), "gpuprov_gpu": row.get("gpu"),
-                     "gpuprov_gpu_count": row.get("gpu_count"), RECORD: record_of(row)}
+                     "gpuprov_gpu_count": row.get("gpu_count"), RECORD: record_of(row, tags)}
         if row.get("cloud"):
             variables["gpuprov_clouds"] = [row["cloud"]]
         connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)))

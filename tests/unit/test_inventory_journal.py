@@ -36,12 +36,12 @@ def _row(name, **fields):
     return row
 
 
-def _ready_state(row, python=None):
+def _ready_state(row, python=None, tags=None):
     return {"kind": "Ready", "reused": False, "search": None,
             "vm": {"name": row["name"], "instance_id": row["instance_id"],
                    "location": {"cloud": row["cloud"], "region": row["region"], "zone": row["zone"]},
                    "ssh": {"host": row["ssh_host"], "port": row["ssh_port"], "user": row["ssh_user"]},
-                   "host_key_alias": row["host_key_alias"], "python_interpreter": python}}
+                   "host_key_alias": row["host_key_alias"], "python_interpreter": python, "tags": tags or {}}}
 
 
 def write_journal(path, rows, pythons=None):
@@ -209,6 +209,18 @@ def test_filters_by_cloud_region_status_and_tag():
     assert hosts({"status": ["running", "leaked"], "cloud": "aws", "region": "us-east-1"}) == ["a1", "l1"]
     [(_host, _groups, variables)] = inv.host_entries(rows[:1], {}, "/s", "/s/k", "/s/j")
     assert variables["gpuprov"]["tags"] == {"team": "ml", "cost-center": 42}
+
+
+def test_tags_come_from_the_ready_launch_state_of_the_same_instance():
+    """The vm module journals a VM's user tags with its Ready record; the projection's detail wins when it has them."""
+    row = _row("t1", cloud="aws")
+    states = {"t1": _ready_state(row, tags={"team": "ml"})}
+    entries = inv.host_entries([row], states, "/s", "/s/k", "/s/j", filters=inv.check_filters({"tag:team": "ml"}),
+                               hostnames=["tag:team"])
+    assert [(host, v["gpuprov"]["tags"]) for host, _g, v in entries] == [("ml", {"team": "ml"})]
+    older = {"t1": _ready_state(_row("t1", instance_id="an-older-instance"), tags={"team": "ml"})}
+    assert inv.tags_of(row, older["t1"]) == {}
+    assert inv.tags_of(_row("t1", detail={"tags": {"team": "web"}}), states["t1"]) == {"team": "web"}
 
 
 @pytest.mark.parametrize("filters, message", [

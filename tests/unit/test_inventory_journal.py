@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local as local_mod
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "build" / "collections"
@@ -554,3 +557,27 @@ def test_a_postgresql_journal_with_the_journal_password_option(home, ansible_inv
         assert "Traceback" not in proc.stderr
     finally:
         server.destroy()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server (sshd)")
+def test_the_tags_a_provision_set_select_and_name_hosts(tmp_path, monkeypatch):
+    """The vm service (local cloud, real sshd) launches with user tags; the inventory filters and names by them."""
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    monkeypatch.delenv("GPUPROV_SSH_KEY_FILE", raising=False)
+    params = {"name": "tagged1", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
+              "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
+              "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": None,
+              "boot_script": None, "tags": {"team": "ml", "cost-center": "42"}}
+    try:
+        up = VmService(params).run()
+        assert not up.get("failed"), up
+        rows, states = inv.read_journal(str(tmp_path / "journal.sqlite"))
+        entries = inv.host_entries(rows, states, str(tmp_path), str(tmp_path / "id_ed25519"), "/j",
+                                   filters=inv.check_filters({"tag:team": "ml"}), hostnames=["tag:cost-center"])
+        assert [(host, v["gpuprov"]["name"]) for host, _g, v in entries] == [("42", "tagged1")]
+        assert inv.host_entries(rows, states, str(tmp_path), "/k", "/j", filters={"tag:team": ["web"]}) == []
+    finally:
+        for pid, cmdline in local_mod._sshd_processes():
+            if str(tmp_path) + os.sep in cmdline:
+                os.kill(pid, signal.SIGKILL)

@@ -40,7 +40,8 @@ class ActionModule(ActionBase):
         try:
             # AWX's Machine credential: the key to log in with when neither ssh_key nor GPUPROV_SSH_KEY_FILE names one.
             check = HealthCheck(params, progress=lambda line: display.display("gpuprov health %s" % line),
-                                credential_key=machine_credential_key(task_vars, self._templar))
+                                credential_key=machine_credential_key(task_vars, self._templar),
+                                check_mode=self._task.check_mode)
             result.update(check.run())
         except JournalError as exc:
             result.update(failed=True, msg=str(exc))

@@ -28,10 +28,11 @@ description:
   - A VM a live run is working on is not judged (what the run has not committed yet is no disagreement).
   - What cannot be checked (a cloud that does not answer, missing credentials, no pinned host key, no
     kubeconfig) is listed in RV(unknown), never guessed.
-  - Read-only. Never changes the journal, the cloud or a kubeconfig, and never reports a change. C(known_hosts) and
-    the ssh config in the state directory are generated from the journal before the checks, as every
-    M(gpuprov.cloud.vm) run does, so a new controller (a new AWX job) checks every VM with the host key the journal
-    pinned for it; a VM the journal pins no host key for is reported in RV(unknown), never pinned.
+  - Read-only. Never changes the journal, the cloud or a kubeconfig, and never reports a change. The SSH login is
+    checked against the host key the journal pinned for the VM, so a new controller (a new AWX job) checks every
+    VM; a VM whose host key is pinned nowhere is reported in RV(unknown), never pinned. Outside check mode,
+    C(known_hosts) and the ssh config in the state directory are generated from the journal first, as every
+    M(gpuprov.cloud.vm) run does (the tunnelled k3s check uses them).
     The task does not fail on a disagreement; RV(healthy) says whether there is one
     (the C(gpuprov.cloud.health) playbook fails on it unless told not to).
   - Runs on the controller through its action plugin.
@@ -49,7 +50,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Only reads; check mode runs the same checks.
+    details: >-
+      Check mode runs the same checks, with the host keys the journal pinned, and writes nothing, not even the
+      known_hosts and ssh config files generated from the journal.
 options:
   journal:
     description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).

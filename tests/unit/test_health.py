@@ -250,6 +250,17 @@ def test_a_fresh_state_directory_checks_the_login_with_the_journals_host_key(hom
     assert oct((fresh / "known_hosts").stat().st_mode & 0o777) == "0o600"
 
 
+def test_check_mode_checks_with_the_journals_host_keys_and_writes_nothing(home, monkeypatch):
+    up = _up("fresh3")
+    key = home / "machine_key"
+    shutil.copy(str(home / "id_ed25519"), str(key))
+    fresh = _fresh_home(monkeypatch, home, "job3")
+    report = HealthCheck(dict(CHECK, ssh_key=str(key)), check_mode=True).run()
+    vm = _vm(report, "fresh3")
+    assert vm["verdict"] == "ok" and up["vm"]["host_key_fingerprint"] in vm["ssh"]["detail"], report["table"]
+    assert not fresh.exists()
+
+
 def test_a_fresh_state_directory_with_another_key_is_unknown_not_a_failed_login(home, monkeypatch):
     _up("fresh2")
     fresh = _fresh_home(monkeypatch, home, "job2")

@@ -7,10 +7,11 @@ build it: this run's options under the journalled ones, with the journal's id), 
 SSH login with the pinned host key, and k3s ``/readyz`` through the access path the
 user has; then every disagreement between them, with what fixes it.
 
-Read-only: the journal, the cloud and the kubeconfigs are never changed. known_hosts and
-the ssh config are generated from the journal before the checks, as every run does (a new
-controller, a new AWX job, has none of its own); a host key the journal does not pin is
-reported, never recorded."""
+Read-only: the journal, the cloud and the kubeconfigs are never changed. The SSH check holds
+each VM to the host key the journal pinned for it; known_hosts and the ssh config (which the
+tunnelled k3s check uses) are generated from the journal before the checks, as every run does
+(a new controller, a new AWX job, has none of its own), except in check mode, which writes
+nothing. A host key pinned nowhere is reported, never recorded."""
 
 from __future__ import annotations
 
@@ -56,7 +57,12 @@ class NotPinned(Exception):
 
 class PinnedKeysOnly(ssh.ControllerFiles):
     """The controller files as health uses them: a presented host key is checked against
-    the pinned one (the journal's, written before the checks) and never recorded."""
+    the pinned one (the journal's, else known_hosts') and never recorded."""
+
+    journalled: Dict[str, Tuple[str, str]] = {}   # host key alias -> (type, key), as the journal pins them
+
+    def known_key(self, alias: str) -> Optional[tuple]:
+        return self.journalled.get(alias) or super().known_key(alias)
 
     def pin(self, alias: str, key_type: str, key_b64: str) -> None:
         known = self.known_key(alias)
@@ -86,8 +92,9 @@ class HealthCheck:
     """One health run over the journal (every VM, or ``name``)."""
 
     def __init__(self, params: Dict[str, Any], progress: Callable[[str], None] = lambda line: None,
-                 credential_key: Optional[str] = None):
+                 credential_key: Optional[str] = None, check_mode: bool = False):
         self.params = params
+        self.check_mode = check_mode  # write nothing, not even the files generated from the journal
         self.progress = progress
         self.state_dir = default_state_dir()
         self.journal_path = journal_location(params.get("journal"))
@@ -116,6 +123,9 @@ class HealthCheck:
             vms.append(vm)
         disagreements = [dict(d, vm=vm["name"]) for vm in vms for d in vm["disagreements"]]
         unknown = ["%s: %s" % (vm["name"], u) for vm in vms for u in vm["unknown"]]
+        if self.files_error:
+            unknown.append("known_hosts and the ssh config could not be written from the journal: %s"
+                           % self.files_error)
         return {"journal": shown(self.journal_path), "journal_id": self.journal_id, "vms": vms,
                 "disagreements": disagreements, "unknown": unknown, "healthy": not disagreements,
                 "table": format_table(vms)}
@@ -131,12 +141,26 @@ class HealthCheck:
                 names = [wanted]
             records = [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
                                options=journal.options(name), holder=journal.live_holder(name)) for name in names]
+            read = {}
+
+            def rows_read():
+                read["rows"] = projection.vms(journal)
+                return read["rows"]
+
             try:
                 # The pinned host keys the SSH check holds a VM to, and the ssh config its tunnel uses, are the
                 # journal's: this state directory may be new (an AWX job) or behind another controller's runs.
-                self.files.write_from_journal(lambda: projection.vms(journal))
+                if self.check_mode:
+                    rows_read()
+                else:
+                    self.files.write_from_journal(rows_read)
             except PrivateFileError as exc:
                 self.files_error = str(exc)
+                rows_read()
+            self.files.journalled = {row["host_key_alias"]: (row["detail"]["host_key"]["type"],
+                                                             row["detail"]["host_key"]["key"])
+                                     for row in read["rows"] if row.get("host_key_alias")
+                                     and isinstance(row.get("detail"), dict) and row["detail"].get("host_key")}
             return records
         finally:
             journal.close()
@@ -325,8 +349,6 @@ class HealthCheck:
 
     # -- SSH --------------------------------------------------------------------------
     def _checker(self):
-        if self.files_error:
-            raise RuntimeError("cannot write known_hosts from the journal: %s" % self.files_error)
         if self._ssh_check is None:
             if not os.path.exists(self.key_path):
                 raise RuntimeError("the SSH key %s (%s) does not exist" % (

@@ -85,3 +85,18 @@ def test_poll_delay_is_bounded_by_first_and_after():
     assert poll_delay(quick, 25.0) == pytest.approx(POLL_LATENESS * 25.0)
     assert poll_delay(quick, 10_000.0) == 10.0
     assert poll_delay(Poll(3.0), 500.0) == 3.0
+
+
+def test_a_launch_polls_a_boot_after_1_s_and_retries_a_refused_ssh_login_after_a_quarter_second(tmp_path):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import SshNotReady
+    from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
+
+    p = ScriptedProvider("sim", [offer("sim", "r1")], poll_interval_s=10.0)
+    w = World(tmp_path, [p])
+    refusals = iter([SshNotReady("connection refused")])
+    w.ssh.default = lambda endpoint: next(refusals, None)
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready"
+    assert w.clock.waits == [1.0, 0.25]   # one Pending listing, one refused login; not 10 s and 2 s

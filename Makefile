@@ -116,6 +116,7 @@ BENCH_ROUNDS ?= 3
 bench: dev
 	$(BIN)/python bench/launch_paths.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/reprovision.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/aws_rerun.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/journal_backends.py $(BENCH_ROUNDS)
 
 clean:

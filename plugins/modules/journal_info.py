@@ -32,8 +32,15 @@ attributes:
     platforms: posix
 options:
   journal:
-    description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).
+    description:
+      - The journal, a path (SQLite) or a C(postgresql://) DSN; defaults to E(GPUPROV_JOURNAL), else the state
+        directory's C(journal.sqlite).
     type: path
+  journal_password:
+    description:
+      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
+        E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
+    type: str
   cloud_options:
     description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
   name:

@@ -55,8 +55,15 @@ attributes:
       known_hosts and ssh config files generated from the journal.
 options:
   journal:
-    description: Path of the journal; defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).
+    description:
+      - The journal, a path (SQLite) or a C(postgresql://) DSN; defaults to E(GPUPROV_JOURNAL), else the state
+        directory's C(journal.sqlite).
     type: path
+  journal_password:
+    description:
+      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
+        E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
+    type: str
   name:
     description:
       - Only this VM. A name the journal has no row for is looked for on O(clouds).

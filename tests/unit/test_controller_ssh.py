@@ -96,9 +96,10 @@ def _row(name, alias, key, port=2222, status="running"):
 
 def test_known_hosts_and_ssh_config_are_generated_from_the_journal(tmp_path):
     files = ssh.ControllerFiles(str(tmp_path / "fresh"), str(tmp_path / "key"))
-    files.write_from_journal(lambda: [_row("a", "gpuprov-a-000000000001", "AAAAa"),
-                              _row("b", "gpuprov-b-000000000002", "AAAAb", status="leaked"),
-                              _row("c", "gpuprov-c-000000000003", None)])
+    rows = [_row("a", "gpuprov-a-000000000001", "AAAAa"),
+            _row("b", "gpuprov-b-000000000002", "AAAAb", status="leaked"),
+            _row("c", "gpuprov-c-000000000003", None)]
+    files.write_from_journal(lambda: rows)
     assert files.known_key("gpuprov-a-000000000001") == ("ssh-ed25519", "AAAAa")
     assert files.known_key("gpuprov-b-000000000002") is None          # not running: not reachable
     config = open(files.ssh_config).read()

@@ -509,3 +509,12 @@ def test_k3s_without_ssh_or_kubeconfig_is_unknown_and_other_stages_are_reported(
     vm = _vm(_check(), "ku1")
     assert vm["k3s"] == {"status": "Failed", "detail": "the journal says k3s Failed: the installer failed"}
     assert _kinds(vm) == []
+
+
+def test_sweep_and_instance_teardown_rows_are_not_judged_as_vms(home):
+    _up("h9")
+    for key in ("sweep:gone1", "instance:local:gone2"):
+        _rewrite(home, key, "teardown", {"phase": "Done"}, "Done", True)
+    report = _check()
+    assert [vm["name"] for vm in report["vms"]] == ["h9"], report["vms"]
+    assert report["healthy"] is True, report

@@ -134,8 +134,8 @@ class HealthCheck:
         journal = projection.open_journal(self.journal_path, password=self.params.get("journal_password"))
         try:
             self.journal_id = journal.journal_id
-            # VMs only: instance-module teardown rows have no VM to judge (status lists them).
-            names = [key for key in journal.keys() if not status.is_instance_key(key)]
+            # VMs only: instance-module and sweep teardown rows have no VM to judge (status lists them).
+            names = [key for key in journal.keys() if status.is_vm_key(key)]
             wanted = self.params.get("name")
             if wanted:
                 names = [wanted]

@@ -20,8 +20,9 @@ options: {}
 notes:
   - This module is a member of the module_defaults group C(group/gpuprov.cloud.gpuprov) (M(gpuprov.cloud.vm),
     M(gpuprov.cloud.offers), M(gpuprov.cloud.instance), M(gpuprov.cloud.instance_info),
-    M(gpuprov.cloud.journal_info), M(gpuprov.cloud.health_info), M(gpuprov.cloud.vm_stage) and
-    M(gpuprov.cloud.ssh_files)). Every member accepts the options the group shares, O(clouds), O(cloud),
+    M(gpuprov.cloud.journal_info), M(gpuprov.cloud.health_info), M(gpuprov.cloud.orphans),
+    M(gpuprov.cloud.vm_stage) and M(gpuprov.cloud.ssh_files)). Every member accepts the options the group
+    shares, O(clouds), O(cloud),
     O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(prefer), O(max_price_per_hour), O(journal),
     O(journal_password), O(ssh_key), O(ssh_user),
     O(boot_timeout), O(ssh_timeout) and O(teardown_timeout), so any of them can be a group default; a member

@@ -217,14 +217,12 @@ msg:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=HEALTH_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.health_info runs on the controller through its action plugin")
+    refuse_outside_controller("health_info", HEALTH_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

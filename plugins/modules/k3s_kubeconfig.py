@@ -95,14 +95,12 @@ merged:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=K3S_KUBECONFIG_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.k3s_kubeconfig runs on the controller through its action plugin")
+    refuse_outside_controller("k3s_kubeconfig", K3S_KUBECONFIG_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

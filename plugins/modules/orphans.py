@@ -268,14 +268,12 @@ table:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import ORPHANS_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=ORPHANS_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.orphans runs on the controller through its action plugin")
+    refuse_outside_controller("orphans", ORPHANS_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

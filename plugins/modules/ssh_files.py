@@ -105,14 +105,12 @@ hosts:
   sample: [train1]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import SSH_FILES_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=SSH_FILES_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.ssh_files runs on the controller through its action plugin")
+    refuse_outside_controller("ssh_files", SSH_FILES_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

@@ -316,15 +316,12 @@ targets:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=VM_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.vm runs on the controller through its action plugin; "
-                         "call it as a task (it was executed as a plain module instead)")
+    refuse_outside_controller("vm", VM_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

@@ -99,14 +99,12 @@ status:
   sample: running
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=VM_STAGE_ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprov.cloud.vm_stage runs on the controller through its action plugin")
+    refuse_outside_controller("vm_stage", VM_STAGE_ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

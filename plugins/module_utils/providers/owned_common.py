@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ANY_REGION, Location
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    ANY_REGION, Location, ProviderError, validate_vm_name,
+)
 
 GLOBAL = "global"   # the region of an account-wide resource
 UNPLACED = "unplaced"   # the region of an instance the listing names none for (not placed yet)
@@ -58,4 +60,12 @@ def number(value: Any) -> Optional[float]:
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
+        return None
+
+
+def vm_name_or_none(text: str) -> Optional[str]:
+    """``text`` when it is a valid VM name (read back out of a vendor-side name), else None."""
+    try:
+        return validate_vm_name(text)
+    except ProviderError:
         return None

@@ -21,11 +21,11 @@ import re
 from typing import List
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, Location, Owned, ProviderError, ResourceKind, validate_vm_name,
+    ANY_REGION, Location, Owned, ResourceKind,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import (
-    GLOBAL, UNPLACED, journal_of_mark, lists_global, lists_region, number,
+    GLOBAL, UNPLACED, journal_of_mark, lists_global, lists_region, number, vm_name_or_none,
 )
 
 _KEY_RE = re.compile(r"^gpuprov (?P<words>[a-z0-9 ]+) [0-9a-f]{12}(?: j(?P<mark>[0-9a-f]{8}))?$")
@@ -36,20 +36,13 @@ def sweep_locations(provider) -> List[Location]:
     return [Location(provider.name, ANY_REGION)]
 
 
-def _vm_name(text: str):
-    try:
-        return validate_vm_name(text)
-    except ProviderError:
-        return None
-
-
 def list_owned(provider, location: Location) -> List[Owned]:
     found = []
     for instance in provider._instances():
         vm, _sep, journal_id = str(instance.get("name") or "").partition(catalog.JOURNAL_SEPARATOR)
         region = catalog.region_of(instance) or UNPLACED
         status, _reason = catalog.status_of(instance)
-        if not (_vm_name(vm) and journal_id) or status is None or not lists_region(location, region):
+        if not (vm_name_or_none(vm) and journal_id) or status is None or not lists_region(location, region):
             continue
         product = instance.get("product") if isinstance(instance.get("product"), dict) else {}
         price = number(product.get("final_price_hr"))
@@ -60,7 +53,7 @@ def list_owned(provider, location: Location) -> List[Owned]:
     if lists_global(location):
         for key in provider._get("/ssh-keys", "sshKeys"):
             match = _KEY_RE.match(str(key.get("name") or "")) if isinstance(key, dict) else None
-            vm = _vm_name(match.group("words").replace(" ", "-")) if match else None
+            vm = vm_name_or_none(match.group("words").replace(" ", "-")) if match else None
             if vm and key.get("id"):
                 found.append(Owned(
                     kind=ResourceKind.SSH_KEY, resource_id=str(key["id"]), location=Location(provider.name, GLOBAL),

@@ -20,10 +20,10 @@ import re
 from typing import List
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, Location, Owned, ResourceKind, validate_vm_name, ProviderError,
+    ANY_REGION, Location, Owned, ResourceKind,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import (
-    GLOBAL, UNPLACED, lists_global, lists_region, number,
+    GLOBAL, UNPLACED, lists_global, lists_region, number, vm_name_or_none,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect import catalog
 
@@ -35,20 +35,13 @@ def sweep_locations(provider) -> List[Location]:
     return [Location(provider.name, ANY_REGION)]
 
 
-def _vm_name(text: str):
-    try:
-        return validate_vm_name(text)
-    except ProviderError:
-        return None
-
-
 def list_owned(provider, location: Location) -> List[Owned]:
     found = []
     if lists_region(location, UNPLACED):
         for pod in provider._pods():
             vm, _sep, journal_id = str(pod.get("name") or "").partition(catalog.JOURNAL_SEPARATOR)
             status, _reason = catalog.pod_status(pod)
-            if not (_vm_name(vm) and journal_id and pod.get("id")) or status is None:
+            if not (vm_name_or_none(vm) and journal_id and pod.get("id")) or status is None:
                 continue
             found.append(Owned(
                 kind=ResourceKind.INSTANCE, resource_id=str(pod["id"]), location=Location(provider.name, UNPLACED),
@@ -57,7 +50,7 @@ def list_owned(provider, location: Location) -> List[Owned]:
     if lists_global(location):
         for key in provider._keys():
             match = _KEY_RE.match(str(key.get("name") or ""))
-            if match and key.get("id") and _vm_name(match.group("vm")):
+            if match and key.get("id") and vm_name_or_none(match.group("vm")):
                 found.append(Owned(
                     kind=ResourceKind.SSH_KEY, resource_id=str(key["id"]), location=Location(provider.name, GLOBAL),
                     vm_name=match.group("vm"), journal_id=match.group("journal") or None, name=key["name"]))

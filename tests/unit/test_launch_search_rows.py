@@ -17,7 +17,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Offer, ProviderError,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, status
 from ansible_collections.gpuprov.cloud.tests import pg_server
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
 
@@ -95,6 +95,10 @@ def test_a_running_search_names_its_offer_and_plan_and_keeps_the_offers_in_the_t
     assert json.loads(rows[1][1])["history"]["offer"] == "sim:r0000:gpu.1x"
     # The row of the offer being left was never written: it rolls back with its state.
     assert seen and seen[0]["search"]["cursor"] == 2
+    # status reads the running search's rows: the offer it is at, and why the earlier one was left.
+    [vm] = status.read_status(w.journal.path, "vm1")["vms"]
+    assert vm["search"] == {"offer": 2, "of": 5, "offer_id": "sim:r0001:gpu.1x", "price_per_hour": 2.5,
+                            "skipped": ["sim:r0000:gpu.1x (Unavailable): no capacity"]}
 
 
 @pytest.mark.parametrize("blocked_scope", [BlockScope.OFFER, BlockScope.REGION])

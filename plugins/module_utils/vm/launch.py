@@ -42,13 +42,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     Machine, Next, Poll, Retry,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Location, Offer, ProviderError, SshEndpoint, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.search_rows import (
+    SEARCH_TABLES, plan_body, whole_search,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import (
     HostKeyMismatch, SshNotReady, public_key_fingerprint,
 )
@@ -63,18 +65,6 @@ ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
 BOOT_POLL_FIRST_S = 1.0
 SSH_POLL_FIRST_S = 0.25
 SSH_POLL_MAX_S = 2.0
-
-# A search's plan (seq 0: {offers, history, blocked} as planned) and one row per offer it left
-# (seq = cursor + 1: {history, block}), for the plan id its states carry.
-SEARCH_TABLES = (
-    """CREATE TABLE IF NOT EXISTS launch_search (
-        key TEXT NOT NULL,
-        plan TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (key, plan, seq)
-    )""",
-)
 
 
 def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> str:
@@ -269,13 +259,7 @@ class LaunchMachine(Machine):
 
     # -- the search's rows -------------------------------------------------------------
     def _plan_body(self, search: Dict[str, Any]) -> Dict[str, Any]:
-        journal = self._cx.journal
-        found = journal.query("SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq = 0",
-                              (self._cx.key, search["plan"]))
-        if not found:
-            raise JournalError("launch: the planned offers of search %s are missing from the journal %s"
-                               % (search["plan"], journal.location))
-        return json.loads(found[0][0])
+        return plan_body(self._cx.journal, self._cx.key, search)
 
     def _offers(self, search: Dict[str, Any]) -> List[Dict[str, Any]]:
         if "offers" in search:
@@ -286,18 +270,7 @@ class LaunchMachine(Machine):
 
     def _full_search(self, search: Optional[Dict[str, Any]], left: Optional[Dict[str, Any]] = None
                      ) -> Optional[Dict[str, Any]]:
-        """The whole search (offers, history, every block) of a state, with ``left`` (the row of
-        an offer being left, not yet written) appended."""
-        if not search or "offers" in search:
-            return search
-        body = self._plan_body(search)
-        rows = [json.loads(found) for (found,) in self._cx.journal.query(
-            "SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq > 0 ORDER BY seq",
-            (self._cx.key, search["plan"]))]
-        rows += [left] if left else []
-        return {"offers": body["offers"], "cursor": search["cursor"], "round": search.get("round", 0),
-                "history": body["history"] + [row["history"] for row in rows],
-                "blocked": body["blocked"] + [row["block"] for row in rows if row["block"]]}
+        return whole_search(self._cx.journal, self._cx.key, search, left)
 
     def _new_plan(self, key: str, offers: List[Dict[str, Any]], history: List[Dict[str, Any]],
                   blocked: List[Dict[str, Any]]) -> Tuple[str, List[Tuple[str, Sequence[Any]]]]:

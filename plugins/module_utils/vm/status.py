@@ -7,10 +7,13 @@ transitions, and Leaked ones called out."""
 from __future__ import annotations
 
 import datetime
+import fnmatch
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.search_rows import whole_search
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
 
 
@@ -63,24 +66,71 @@ def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
             "skipped": skipped}
 
 
+def _whole_search(journal, key: str, search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A running search's offers and history from the journal (vm/launch.py), for its skipped list."""
+    try:
+        return whole_search(journal, key, search)
+    except JournalError:
+        return search   # its rows are not there (a damaged journal): the offer and count still show
+
+
+# How many VMs a status shows unless asked for more: a readable page; the summary counts them all.
+DEFAULT_LIMIT = 100
+
+
+def _state_kind(label: str) -> str:
+    """The state a label names, without the offer it is at ("Booting (offer 2 of 5: ...)" -> "Booting")."""
+    return label.split(" (", 1)[0]
+
+
+def _last_events(journal, key: str, last: int) -> List[Dict[str, Any]]:
+    """The ``last`` latest transitions and stage events of ``key``, oldest first (polls are noise here)."""
+    if last <= 0:
+        return []
+    rows = journal.query("SELECT event, from_label, to_label, note, at FROM machine_events "
+                         "WHERE key = ? AND event != 'poll' ORDER BY id DESC LIMIT ?", (key, last))
+    return [{"at": _when(at), "from": from_label, "to": to_label, "note": note, "event": event}
+            for event, from_label, to_label, note, at in reversed(rows)]
+
+
+def _matches(key: str, name: Optional[str]) -> bool:
+    return name is None or key == name or fnmatch.fnmatchcase(key, name)
+
+
+def _checked(field: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("%s: expected an integer >= 0, got %r" % (field, value))
+    return value
+
+
 def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
-                password: Optional[str] = None) -> Dict[str, Any]:
-    """Rows for every journalled VM (or one), without creating a journal that is not there
-    (``password``: a PostgreSQL journal's, when neither its DSN nor libpq's environment has it)."""
+                password: Optional[str] = None, limit: int = DEFAULT_LIMIT) -> Dict[str, Any]:
+    """Rows for the journalled VMs, without creating a journal that is not there: those whose name is
+    ``name`` or matches it as a shell pattern (``train*``), the first ``limit`` by name (0: all), each with
+    its ``last`` transitions; ``summary`` and ``leaked`` count every match (``password``: a PostgreSQL
+    journal's, when neither its DSN nor libpq's environment has it). ValueError names a bad ``last``/``limit``."""
+    last, limit = _checked("last", last), _checked("limit", limit)
     path = journal_location(path)
     if not journal_exists(path):
-        return {"journal": path, "vms": [], "leaked": [], "table": ["no journal at %s: no VMs yet" % path]}
+        return {"journal": path, "vms": [], "leaked": [], "total": 0, "summary": {},
+                "table": ["no journal at %s: no VMs yet" % path]}
     journal = projection.open_journal(path, password=password)
     path = journal.path   # a DSN as it may be shown: without its password
     try:
-        rows_by_name = {row["name"]: row for row in projection.vms(journal)}
+        # One read of every key's label: the summary and the leaked list cover VMs beyond the page.
+        matching = [(key, label) for key, label in journal.query("SELECT key, label FROM machines ORDER BY key")
+                    if _matches(key, name)]
+        summary: Dict[str, int] = {}
+        for _key, label in matching:
+            summary[_state_kind(label)] = summary.get(_state_kind(label), 0) + 1
+        leaked_names = [key for key, label in matching if label == "Leaked"]
+        page = matching[:limit] if limit else matching
         vms: List[Dict[str, Any]] = []
-        for key in journal.keys():
-            if name is not None and key != name:
-                continue
+        for key, _label in page:
             row = journal.load(key)
-            events = [e for e in journal.events(key) if e["event"] != "poll"]
-            vm = rows_by_name.get(key, {})
+            if row is None:   # removed since the listing
+                continue
+            vm = projection.vm(journal, key) or {}
             leaked = row.state.get("kind") == "Leaked"
             vms.append({
                 "name": key, "machine": row.kind, "state": row.label, "terminal": row.terminal,
@@ -89,21 +139,33 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
                 "instance_id": vm.get("instance_id"), "ssh_host": vm.get("ssh_host"), "ssh_port": vm.get("ssh_port"),
                 "status": vm.get("status") or ("gone" if row.state.get("kind") == "Done" else "none"),
                 "updated_at": _when(row.updated_at), "in_progress": bool(row.lease_owner),
-                "last_transitions": [{"at": _when(e["at"]), "from": e["from"], "to": e["to"], "note": e["note"],
-                                      "event": e["event"]}
-                                     for e in events[-last:]],
+                "last_transitions": _last_events(journal, key, last),
                 # What the VM costs (where its cloud reports a price) and how its search went.
                 "price_per_hour": (row.state.get("vm") or {}).get("price_per_hour")
                 if row.state.get("kind") == "Ready" else None,
-                "search": search_summary(row.state.get("search")),
+                "search": search_summary(_whole_search(journal, key, row.state.get("search"))),
                 # The k3s stage (gpuprov.cloud.k3s role), e.g. "k3s:Validating", and its facts.
                 "stage": vm.get("stage"),
                 "k3s": (vm.get("detail") or {}).get("k3s") if isinstance(vm.get("detail"), dict) else None,
             })
     finally:
         journal.close()
-    return {"journal": path, "vms": vms, "leaked": [v["name"] for v in vms if v["leaked"]],
-            "table": format_table(vms)}
+    return {"journal": path, "vms": vms, "leaked": leaked_names, "total": len(matching), "summary": summary,
+            "table": format_table(vms) + summary_lines(summary, len(vms), len(matching), limit, name)}
+
+
+def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, name: Optional[str]) -> List[str]:
+    """One line per state with its count, then, when the page left VMs out, how to see them."""
+    if not total:
+        return []
+    width = max(len(state) for state in summary)
+    lines = ["%s  %d VM%s" % (state.ljust(width), count, "" if count == 1 else "s")
+             for state, count in sorted(summary.items(), key=lambda item: (-item[1], item[0]))]
+    lines.append("%d VM%s%s" % (total, "" if total == 1 else "s", " matching %s" % name if name else ""))
+    if shown < total:
+        lines.append("showing the first %d by name (limit=%d): -e limit=0 shows all, -e vm='<name or pattern*>' "
+                     "narrows" % (shown, limit))
+    return lines
 
 
 def format_table(vms: List[Dict[str, Any]]) -> List[str]:

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A launch search's rows in the journal (vm/launch.py writes them; status reads them).
+
+A running search's state holds its cursor and current offer only; its planned offers, the
+offers planning skipped and what happened to each offer it left are rows of launch_search,
+each committed with the state that points at them. Kept apart from launch.py so that a
+reader (status) needs none of the launch's imports.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+
+# A search's plan (seq 0: {offers, history, blocked} as planned) and one row per offer it left
+# (seq = cursor + 1: {history, block}), for the plan id its states carry.
+SEARCH_TABLES = (
+    """CREATE TABLE IF NOT EXISTS launch_search (
+        key TEXT NOT NULL,
+        plan TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (key, plan, seq)
+    )""",
+)
+
+
+def plan_body(journal, key: str, search: Dict[str, Any]) -> Dict[str, Any]:
+    """The plan row (seq 0) of a running search: {offers, history, blocked} as planned."""
+    found = journal.query("SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq = 0",
+                          (key, search["plan"]))
+    if not found:
+        raise JournalError("launch: the planned offers of search %s are missing from the journal %s"
+                           % (search["plan"], journal.location))
+    return json.loads(found[0][0])
+
+
+def whole_search(journal, key: str, search: Optional[Dict[str, Any]], left: Optional[Dict[str, Any]] = None
+                 ) -> Optional[Dict[str, Any]]:
+    """The whole search of ``key``'s state (offers, cursor, history, every block, round): as the
+    state holds it, or read from launch_search for a running one; with ``left`` (the row of an
+    offer being left, not yet written) appended."""
+    if not search or "offers" in search:
+        return search
+    body = plan_body(journal, key, search)
+    rows = [json.loads(found) for (found,) in journal.query(
+        "SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq > 0 ORDER BY seq", (key, search["plan"]))]
+    rows += [left] if left else []
+    return {"offers": body["offers"], "cursor": search["cursor"], "round": search.get("round", 0),
+            "history": body["history"] + [row["history"] for row in rows],
+            "blocked": body["blocked"] + [row["block"] for row in rows if row["block"]]}

@@ -11,9 +11,13 @@ module: journal_info
 short_description: List the VMs in the gpuprov journal with their state and last transitions
 version_added: 0.1.0
 description:
-  - Reads the SQLite journal written by M(gpuprov.cloud.vm) and returns every VM name with its machine state,
-    its status, its endpoint and its last transitions. VMs whose teardown failed (C(Leaked)) are called out
+  - Reads the SQLite journal written by M(gpuprov.cloud.vm) and returns the VMs with their machine state,
+    their status, their endpoint and their last transitions. VMs whose teardown failed (C(Leaked)) are called out
     with the resources that may still bill.
+  - A big journal is paged, so the result stays small and the table readable at 10,000 VMs. O(limit) VMs are
+    returned (the first by name), each with its O(last) transitions; O(name) narrows them to one VM or a
+    pattern. The summary counts every matching VM by state, and the leaked list names every leaked one, shown or
+    not.
   - Never creates or changes the journal.
 author:
   - gpuprov.cloud contributors (@gpuprov)
@@ -44,12 +48,20 @@ options:
   cloud_options:
     description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
   name:
-    description: Only this VM.
+    description:
+      - Only this VM, or the VMs whose names match this shell-style pattern (C(train*), C(gpu-?)).
     type: str
   last:
-    description: How many of the latest transitions to return per VM.
+    description:
+      - How many of the latest transitions to return per VM (polls are not counted); C(0) returns none.
     type: int
     default: 3
+  limit:
+    description:
+      - How many VMs to return, the first by name; C(0) returns every matching VM.
+      - The summary, RV(total) and RV(leaked) count every matching VM, whatever the limit.
+    type: int
+    default: 100
 notes:
   - "Run it where the journal is, normally the controller (C(delegate_to: localhost))."
 """
@@ -62,6 +74,18 @@ EXAMPLES = r"""
 - name: Show the table
   ansible.builtin.debug:
     var: gpuprov_status.table
+
+- name: The training VMs only, each with its last 10 transitions
+  gpuprov.cloud.journal_info:
+    name: "train*"
+    last: 10
+  register: gpuprov_training
+
+- name: Every VM of a big journal, without transitions
+  gpuprov.cloud.journal_info:
+    limit: 0
+    last: 0
+  register: gpuprov_everything
 """
 
 RETURN = r"""
@@ -70,7 +94,7 @@ journal:
   returned: always
   type: str
 vms:
-  description: One entry per journalled VM name.
+  description: One entry per journalled VM name that matches O(name), the first O(limit) by name.
   returned: always
   type: list
   elements: dict
@@ -90,12 +114,24 @@ vms:
       type: dict
       returned: always
 leaked:
-  description: Names of leaked VMs.
+  description: Names of every leaked VM that matches O(name), also those beyond O(limit).
   returned: always
   type: list
   elements: str
+total:
+  description: How many journalled VMs match O(name), also those beyond O(limit).
+  returned: always
+  type: int
+  sample: 10000
+summary:
+  description: How many matching VMs are in each state (the state without its offer), also those beyond O(limit).
+  returned: always
+  type: dict
+  sample: {"Ready": 9997, "Leaked": 3}
 table:
-  description: A printable table of the VMs followed by their last transitions.
+  description:
+    - A printable table of the VMs followed by their last transitions, then one line per state with its count,
+      the number of matching VMs, and, when O(limit) left some out, how to see them.
   returned: always
   type: list
   elements: str
@@ -105,18 +141,19 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import DEFAULT_LIMIT, read_status
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=group_argument_spec(name=dict(type="str"), last=dict(type="int", default=3)),
+        argument_spec=group_argument_spec(name=dict(type="str"), last=dict(type="int", default=3),
+                                          limit=dict(type="int", default=DEFAULT_LIMIT)),
         supports_check_mode=True,
     )
     try:
         result = read_status(module.params["journal"], module.params["name"], module.params["last"],
-                             module.params["journal_password"])
-    except JournalError as exc:
+                             module.params["journal_password"], limit=module.params["limit"])
+    except (JournalError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)
 

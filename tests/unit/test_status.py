@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
@@ -15,7 +17,8 @@ def _journal_with_rows(path):
     version = journal.begin("up1", "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
     search = {"offers": [{"cloud": "lambda", "region": "us-east-1", "instance_type": "gpu_1x_h100_pcie",
                           "price_per_hour": 2.49},
-                         {"cloud": "aws", "region": "us-east-1", "instance_type": "p5.4xlarge", "price_per_hour": 6.88}],
+                         {"cloud": "aws", "region": "us-east-1", "instance_type": "p5.4xlarge",
+                          "price_per_hour": 6.88}],
               "cursor": 1, "blocked": [], "round": 0,
               "history": [{"offer": "runpod", "outcome": "skipped",
                            "error": {"kind": "Transient", "msg": "429 Too Many Requests", "block": None}},
@@ -77,3 +80,75 @@ def test_a_leaked_instance_teardown_row_says_how_to_resolve_it():
     lines = status.format_table([row])
     assert any("re-run gpuprov.cloud.instance with name=w1 cloud=aws state=absent" in line for line in lines), lines
     assert not any("down -e vm=instance:" in line for line in lines)
+
+
+def _fleet_journal(path, states):
+    """A journal with one VM per (name, final label), each begun then moved through Booting to its label."""
+    journal = Journal(str(path))
+    owner = "test:1:x"
+    for name, label in states:
+        version = journal.begin(name, "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
+        for step in ("Planning", "Booting", label):
+            state = {"kind": step} if step != "Leaked" else {"kind": "Leaked", "targets": [], "reason": "gone wrong"}
+            version = journal.transition(name, owner, version, state, step, step in ("Ready", "Leaked"),
+                                         "Reconciling", "to %s" % step)
+            journal.note(name, owner, version, step, "still waiting")   # a poll: never shown
+        journal.release(name, owner)
+    journal.close()
+
+
+def test_a_big_journal_is_paged_and_summarised_per_state(tmp_path):
+    path = tmp_path / "j.sqlite"
+    states = [("vm%03d" % n, "Ready") for n in range(12)] + [("vm%03d" % n, "Leaked") for n in range(12, 15)]
+    _fleet_journal(path, states)
+    result = read_status(str(path), limit=5, last=2)
+    assert [vm["name"] for vm in result["vms"]] == ["vm000", "vm001", "vm002", "vm003", "vm004"]
+    # Summary and leaked list count every VM, beyond the page too.
+    assert result["total"] == 15 and result["summary"] == {"Ready": 12, "Leaked": 3}
+    assert result["leaked"] == ["vm012", "vm013", "vm014"]
+    # The last N transitions, oldest first, polls left out.
+    assert [t["to"] for t in result["vms"][0]["last_transitions"]] == ["Booting", "Ready"]
+    table = result["table"]
+    assert table[-4:-2] == ["Ready   12 VMs", "Leaked  3 VMs"]
+    assert table[-2] == "15 VMs"
+    assert table[-1].startswith("showing the first 5 by name (limit=5): -e limit=0 shows all")
+    assert not any("vm005" in line for line in table)
+
+
+def test_limit_zero_shows_every_vm_and_last_zero_no_transitions(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _fleet_journal(path, [("a%d" % n, "Ready") for n in range(4)])
+    result = read_status(str(path), limit=0, last=0)
+    assert [vm["name"] for vm in result["vms"]] == ["a0", "a1", "a2", "a3"]
+    assert all(vm["last_transitions"] == [] for vm in result["vms"])
+    assert result["table"][-1] == "4 VMs" and not any(line.startswith("showing") for line in result["table"])
+
+
+def test_name_takes_an_exact_name_or_a_shell_pattern(tmp_path):
+    path = tmp_path / "j.sqlite"
+    _fleet_journal(path, [("train1", "Ready"), ("train2", "Leaked"), ("infer1", "Ready")])
+    result = read_status(str(path), name="train*")
+    assert [vm["name"] for vm in result["vms"]] == ["train1", "train2"]
+    assert result["summary"] == {"Ready": 1, "Leaked": 1} and result["leaked"] == ["train2"]
+    assert "2 VMs matching train*" in result["table"]
+    assert [vm["name"] for vm in read_status(str(path), name="infer1")["vms"]] == ["infer1"]
+    nothing = read_status(str(path), name="eval*")
+    assert nothing["vms"] == [] and nothing["total"] == 0 and nothing["summary"] == {}
+
+
+def test_a_summary_counts_states_without_their_offer(tmp_path):
+    path = tmp_path / "j.sqlite"
+    journal = Journal(str(path))
+    for name in ("b1", "b2"):
+        journal.begin(name, "launch", {"kind": "Booting"}, "Booting (offer %s of 3: aws:us-east-1:p5)" % name[1],
+                      False, "test:1:x", 60, None)
+    journal.close()
+    assert read_status(str(path))["summary"] == {"Booting": 2}
+
+
+@pytest.mark.parametrize("field, value", [("limit", -1), ("last", -2), ("limit", "ten")])
+def test_a_negative_limit_or_last_is_a_clear_error(tmp_path, field, value):
+    path = tmp_path / "j.sqlite"
+    _fleet_journal(path, [("a1", "Ready")])
+    with pytest.raises(ValueError, match="%s: expected an integer >= 0, got" % field):
+        read_status(str(path), **{field: value})

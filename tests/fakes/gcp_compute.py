@@ -37,11 +37,17 @@ A3 Ultra, A4) asked on demand without a reservation,
 * ``set_status`` / ``settle``: move an instance (RUNNING gets a natIP).
 * ``delete_lag``: deleted instances stay STOPPING for that many reads first
   (``finish_delete`` ends that at once); ``clear_faults`` disarms pending faults.
+* ``instances.setLabels`` / ``disks.setLabels`` (the boot disk, named after its instance, gone with
+  it) take the whole label map with the ``labelFingerprint`` last read: a stale one is HTTP 412
+  ``conditionNotMet``, as GCP answers. The labels (and a new fingerprint) apply when the Operation
+  is DONE; ``finish_operations`` ends every RUNNING non-delete Operation at once.
 * ``calls`` records every request (key, method, path, args, body).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import re
@@ -148,6 +154,12 @@ class FakeError(Exception):
         self.status, self.message, self.reason = status, message, reason or DEFAULT_REASON.get(status, "error")
 
 
+def _label_fingerprint(labels: Dict[str, Any]) -> str:
+    """A labelFingerprint: changes whenever the labels do (GCP's is an opaque hash too)."""
+    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
 def error_body(status: int, message: str, reason: str) -> Dict[str, Any]:
     return {"error": {"code": status, "message": message, "status": CANONICAL.get(status, "UNKNOWN"),
                       "errors": [{"message": message, "domain": "global", "reason": reason}]}}
@@ -210,6 +222,7 @@ class GcpComputeFake:
         self.zones = dict(zones or DEFAULT_ZONES)
         self.page_size = page_size
         self.instances: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        self.disks: Dict[Tuple[str, str], Dict[str, Any]] = {}
         self.firewalls: Dict[str, Dict[str, Any]] = {}
         self.operations: Dict[str, Dict[str, Any]] = {}
         self.calls: List[Dict[str, Any]] = []
@@ -296,6 +309,9 @@ class GcpComputeFake:
             ("POST", p + z + r"/instances", "instances.insert", self._insert_instance),
             ("GET", p + z + r"/instances/(?P<name>[^/]+)", "instances.get", self._get_instance),
             ("DELETE", p + z + r"/instances/(?P<name>[^/]+)", "instances.delete", self._delete_instance),
+            ("POST", p + z + r"/instances/(?P<name>[^/]+)/setLabels", "instances.setLabels", self._set_instance_labels),
+            ("GET", p + z + r"/disks/(?P<name>[^/]+)", "disks.get", self._get_disk),
+            ("POST", p + z + r"/disks/(?P<name>[^/]+)/setLabels", "disks.setLabels", self._set_disk_labels),
             ("GET", p + z + r"/operations/(?P<op>[^/]+)", "zoneOperations.get", self._get_op),
             ("POST", p + z + r"/operations/(?P<op>[^/]+)/wait", "zoneOperations.wait", self._wait_op),
             ("GET", p + r"/global/operations/(?P<op>[^/]+)", "globalOperations.get", self._get_op),
@@ -556,7 +572,8 @@ class GcpComputeFake:
                      "status": "PROVISIONING", "zone": self._zone_url(zone), "selfLink": target,
                      "machineType": "%s/machineTypes/%s" % (self._zone_url(zone), mt),
                      "cpuPlatform": "Unknown CPU Platform",
-                     "labelFingerprint": "42WmSpB8rSM=", "fingerprint": "nMeu3Q6Oa0A=", "startRestricted": False,
+                     "labelFingerprint": _label_fingerprint(body.get("labels") or {}), "fingerprint": "nMeu3Q6Oa0A=",
+                     "startRestricted": False,
                      "deletionProtection": False, "_zone": zone})
         for i, nic in enumerate(inst.get("networkInterfaces") or []):
             nic.update({"kind": "compute#networkInterface", "name": "nic%d" % i,
@@ -568,6 +585,14 @@ class GcpComputeFake:
             disk.update({"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "index": i,
                          "deviceName": "persistent-disk-%d" % i,
                          "source": "%s/disks/%s" % (self._zone_url(zone), name)})
+            # The boot disk as its own resource (disks.get/setLabels), named after the instance; auto-deleted with it.
+            params = disk.get("initializeParams") or {}
+            self.disks[(zone, name)] = {
+                "kind": "compute#disk", "id": str(next(self._ids)), "name": name, "zone": self._zone_url(zone),
+                "selfLink": disk["source"], "sizeGb": str(params.get("diskSizeGb") or 10), "status": "READY",
+                "sourceImage": params.get("sourceImage"), "labels": dict(params.get("labels") or {}),
+                "labelFingerprint": _label_fingerprint(params.get("labels") or {}),
+                "users": [target]}
         for acc in inst.get("guestAccelerators") or []:
             acc["acceleratorType"] = "%s/acceleratorTypes/%s" % (
                 self._zone_url(zone), acc["acceleratorType"].rsplit("/", 1)[-1])
@@ -676,6 +701,63 @@ class GcpComputeFake:
             inst["status"] = "STOPPING"
         return self._new_op("delete", target, zone)
 
+    def _set_labels(self, resource: Dict[str, Any], kind: str, body, zone: str, name: str):
+        """instances/disks.setLabels: the whole label map, fenced by the labelFingerprint the caller read
+        (412 conditionNotMet when the labels changed since, or none given). Returns an Operation; the labels
+        and the fingerprint change when it is DONE, as GCP applies them."""
+        body = body or {}
+        if body.get("labelFingerprint") != resource["labelFingerprint"]:
+            raise FakeError(412, "Labels fingerprint either invalid or resource labels have changed",
+                            "conditionNotMet")
+        labels = body.get("labels") or {}
+        if len(labels) > 64:
+            raise self._invalid("resource.labels", len(labels), "At most 64 labels.")
+        for key, value in labels.items():
+            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
+                raise self._invalid("resource.labels", "%s=%s" % (key, value), "Label key or value is not valid.")
+        op = self._new_op("setLabels", "%s/%s/%s" % (self._zone_url(zone), kind, name), zone)
+        self.operations[op["name"]]["_labels"] = (resource, dict(labels))
+        if self.op_mode == "done":
+            self._apply_labels(self.operations[op["name"]])
+        return op
+
+    @staticmethod
+    def _apply_labels(op: Dict[str, Any]) -> None:
+        resource, labels = op.pop("_labels", (None, None))
+        if resource is not None:
+            resource["labels"] = labels
+            resource["labelFingerprint"] = _label_fingerprint(labels)
+
+    def finish_operations(self) -> None:
+        """End every RUNNING non-delete Operation now (a setLabels applies its labels)."""
+        with self._lock:
+            for op in self.operations.values():
+                if op["status"] != "DONE" and op["operationType"] != "delete":
+                    self._apply_labels(op)
+                    self._finish_op(op)
+
+    def _set_instance_labels(self, project, zone, name, args, body):
+        inst = self.instances.get((zone, name))
+        if inst is None or not self._visible(inst):
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found"
+                            % (project, zone, name))
+        return self._set_labels(inst, "instances", body, zone, name)
+
+    def _disk(self, project, zone, name) -> Dict[str, Any]:
+        disk = self.disks.get((zone, name))
+        if disk is not None and (zone, name) not in self.instances:
+            del self.disks[(zone, name)]   # autoDelete: gone with its instance
+            disk = None
+        if disk is None:
+            raise FakeError(404, "The resource 'projects/%s/zones/%s/disks/%s' was not found" % (project, zone, name))
+        return disk
+
+    def _get_disk(self, project, zone, name, args, body):
+        return self._public(self._disk(project, zone, name))
+
+    def _set_disk_labels(self, project, zone, name, args, body):
+        return self._set_labels(self._disk(project, zone, name), "disks", body, zone, name)
+
     def _get_op(self, project, op, args, body, zone=None):
         if op not in self.operations:
             raise FakeError(404, "The resource 'projects/%s/%s/operations/%s' was not found"
@@ -686,6 +768,7 @@ class GcpComputeFake:
         self._get_op(project, op, args, body, zone)
         found = self.operations[op]
         if found["status"] != "DONE" and self.op_mode != "stuck":
+            self._apply_labels(found)
             self._finish_op(found)
         return self._public(found)
 

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
@@ -70,7 +70,7 @@ STATUS_MAP = {
 _CLIENTS = {
     "instances": "InstancesClient", "firewalls": "FirewallsClient", "images": "ImagesClient",
     "zone_operations": "ZoneOperationsClient", "global_operations": "GlobalOperationsClient",
-    "machine_types": "MachineTypesClient", "accelerator_types": "AcceleratorTypesClient",
+    "machine_types": "MachineTypesClient", "disks": "DisksClient", "accelerator_types": "AcceleratorTypesClient",
 }
 
 
@@ -448,15 +448,55 @@ class GcpProvider(TypedOptionsProvider):
             self._call_or_none("firewalls.delete", firewalls.delete_unary, project=self.project, firewall=legacy,
                                timeout=self.timeout)
 
-    def _labels(self, vm_name: str) -> Dict[str, str]:
-        """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
-        return catalog.checked_labels(self.identity_tags(vm_name))
+    can_retag = True
 
-    def _resource_labels(self, spec: InstanceSpec) -> Dict[str, str]:
-        """The instance's and its disk's labels: the user's tags lower-cased (GCP labels are), under the
-        identity labels; InvalidRequest naming a tag that still cannot be a GCP label."""
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """The user labels of the instance and its boot disk: one setLabels each (the whole map, fenced by the
+        labelFingerprint just read) where they differ. Their Operations are not awaited: GCP applies the labels
+        when they end, and a failed one leaves labels a later run finds different and sets again."""
+        vm = validate_vm_name(vm_name)
+        if not location.zone:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "location: gcp locations name a zone; got %s" % location)
+        wanted = self._user_labels(tags)
+        instances, disks = self._client("instances"), self._client("disks")
+        inst = self._call_or_none("instances.get", instances.get, project=self.project, zone=location.zone,
+                                  instance=instance_id, timeout=self.timeout, retry=self.read_retry)
+        if inst is None or inst.labels.get(VM_NAME_TAG) != vm:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not an instance of VM %s in %s"
+                                % (instance_id, vm, location.zone))
+        boot = next((d.source.rsplit("/", 1)[-1] for d in inst.disks if d.boot and d.source), None)
+        disk = self._call_or_none("disks.get", disks.get, project=self.project, zone=location.zone, disk=boot,
+                                  timeout=self.timeout, retry=self.read_retry) if boot else None
+        targets = [("instances", inst, instances.set_labels_unary, "instance", "instances_set_labels_request_resource",
+                    compute_v1.InstancesSetLabelsRequest)]
+        if disk is not None:
+            targets.append(("disks", disk, disks.set_labels_unary, "resource", "zone_set_labels_request_resource",
+                            compute_v1.ZoneSetLabelsRequest))
+        total: Dict[str, Any] = {"set": {}, "removed": []}
+        for kind, resource, set_labels, name_arg, body_arg, body_type in targets:
+            labels = dict(resource.labels)
+            changes = tag_changes(labels, wanted, purge, keep=lambda name: name.startswith(("gpuprov-", "goog-")))
+            total["set"].update(changes["set"])
+            total["removed"] = sorted(set(total["removed"]) | set(changes["removed"]))
+            if check or not (changes["set"] or changes["removed"]):
+                continue
+            labels.update(changes["set"])
+            for name in changes["removed"]:
+                labels.pop(name)
+            body = body_type(labels=labels, label_fingerprint=resource.label_fingerprint)
+            op = self._call(kind + ".setLabels", set_labels, project=self.project, zone=location.zone,
+                            timeout=self.timeout, **{name_arg: resource.name, body_arg: body})
+            error = classify_operation(op, "gcp %s.setLabels" % kind) \
+                if op.status == compute_v1.Operation.Status.DONE else None
+            if error is not None:
+                raise error
+        return total
+
+    def _user_labels(self, tags: Dict[str, str]) -> Dict[str, str]:
+        """The user's tags as GCP labels, lower-cased; InvalidRequest naming a tag that still cannot be one."""
         user = {}
-        for key, value in spec.tags.items():
+        for key, value in tags.items():
             label = {key.lower(): value.lower()}
             try:
                 catalog.checked_labels(label)
@@ -465,7 +505,16 @@ class GcpProvider(TypedOptionsProvider):
                                     "with a letter; name and value at most 63 lowercase letters, digits, '-' and "
                                     "'_')" % (key, key.lower(), value.lower())) from None
             user.update(label)
-        return dict(user, **self._labels(spec.vm_name))
+        return user
+
+    def _labels(self, vm_name: str) -> Dict[str, str]:
+        """The identity labels of every resource of ``vm_name`` (VM name, journal id)."""
+        return catalog.checked_labels(self.identity_tags(vm_name))
+
+    def _resource_labels(self, spec: InstanceSpec) -> Dict[str, str]:
+        """The instance's and its disk's labels: the user's tags lower-cased (GCP labels are), under the
+        identity labels; InvalidRequest naming a tag that still cannot be a GCP label."""
+        return dict(self._user_labels(spec.tags), **self._labels(spec.vm_name))
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: the aggregated list covers every zone (owned.py). Pure."""

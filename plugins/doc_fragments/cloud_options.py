@@ -93,7 +93,9 @@ options:
             default: false
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -168,7 +170,9 @@ options:
             default: false
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -329,7 +333,9 @@ options:
             default: 120
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -406,7 +412,9 @@ options:
             default: false
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -487,7 +495,9 @@ options:
             default: false
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -572,7 +582,9 @@ options:
             default: Ubuntu Server 22.04 w/ drivers
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -660,7 +672,9 @@ options:
             default: ubuntu22.04-cuda12
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -749,7 +763,9 @@ options:
             default: ubuntu_22_cuda_12
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -826,7 +842,9 @@ options:
             type: str
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10
@@ -890,7 +908,9 @@ options:
             default: 100
           poll_interval_s:
             description:
-            - Seconds between two observations of a booting or leaving instance.
+            - The longest wait in seconds between two observations of a booting or leaving instance (the cloud's
+              rate-limit-safe interval). A boot is first observed after 1 s, then less often as it goes on,
+              up to this.
             - At least 0.
             type: float
             default: 10

@@ -26,6 +26,9 @@ bad tag name on ``POST /tags`` is the ``{"error", "messages", "root_causes"}`` s
   key registered twice ("SSH Key is already in use on your account"), tag names outside
   ``[A-Za-z0-9_:-]{1,255}``, a firewall naming a tag that does not exist, user data over
   64 KiB.
+* Tagging: ``POST`` / ``DELETE /tags/{tag}/resources`` with ``{"resources": [{"resource_id":
+  "<id as a string>", "resource_type": "droplet"}]}`` tag and untag (204); the tag must exist
+  first (404 otherwise: ``POST /tags`` makes it, and answers 201 for one that exists).
 * Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`,
   :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
 """
@@ -39,7 +42,7 @@ import re
 import socket
 import struct
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlencode
 
 from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import MarketplaceFake, PortForwarder, Reply, route
@@ -54,6 +57,7 @@ IMAGES = {"gpu-h100x1-base": "AI/ML Ready H100x1", "gpu-h100x8-base": "AI/ML Rea
           "ubuntu-22-04-x64": "22.04 (LTS) x64"}
 USER_DATA_MAX = 64 * 1024
 TAG_RE = re.compile(r"^[a-zA-Z0-9_\-:]{1,255}$")
+RESOURCE_TYPES = ("droplet", "database", "image", "volume", "volume_snapshot")   # what tags may name
 NAME_RE = re.compile(r"^[a-zA-Z0-9]?[a-z0-9A-Z.\-]*[a-z0-9A-Z]$")
 FIREWALL_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]+$")
 
@@ -435,6 +439,47 @@ class DigitalOceanApiFake(MarketplaceFake):
         for firewall in self.firewalls.values():
             if name in firewall["tags"]:
                 firewall["tags"].remove(name)
+        return Reply(204)
+
+    def _tagged(self, req) -> Tuple[Optional[Reply], List[Dict[str, Any]]]:
+        """The droplets a ``/tags/{tag}/resources`` body names, or the refusal: the tag must exist (404), the
+        body holds ``resources`` of ``{resource_id (string), resource_type}``; only droplets exist here."""
+        if req.params["name"] not in self.tags:
+            return self.not_found(req), []
+        body = req.json
+        problems = self.check_fields(body, ("resources",))
+        if problems or not isinstance(body["resources"], list) or not body["resources"]:
+            return unprocessable("; ".join(problems) or "resources must be a non-empty array"), []
+        found = []
+        for item in body["resources"]:
+            if not isinstance(item, dict) or item.get("resource_type") not in RESOURCE_TYPES \
+                    or not isinstance(item.get("resource_id"), str):
+                return unprocessable("resources: each needs a resource_id string and a resource_type of %s"
+                                     % ", ".join(RESOURCE_TYPES)), []
+            record = self.droplets.get(int(item["resource_id"])) if item["resource_id"].isdigit() else None
+            if item["resource_type"] != "droplet" or record is None:
+                return self.not_found(req), []
+            found.append(record)
+        return None, found
+
+    @route("POST", P + r"/tags/(?P<name>[^/]+)/resources", key="tags.tag-resources")
+    def tag_resources(self, req) -> Reply:
+        refused, droplets = self._tagged(req)
+        if refused:
+            return refused
+        for record in droplets:
+            if req.params["name"] not in record["tags"]:
+                record["tags"].append(req.params["name"])
+        return Reply(204)
+
+    @route("DELETE", P + r"/tags/(?P<name>[^/]+)/resources", key="tags.untag-resources")
+    def untag_resources(self, req) -> Reply:
+        refused, droplets = self._tagged(req)
+        if refused:
+            return refused
+        for record in droplets:
+            if req.params["name"] in record["tags"]:
+                record["tags"].remove(req.params["name"])
         return Reply(204)
 
     def _tag_view(self, name: str) -> Dict[str, Any]:

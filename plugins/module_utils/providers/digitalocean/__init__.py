@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned,
-    ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
@@ -252,7 +252,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
-        self._user_tags(spec)   # a tag DigitalOcean would refuse fails before any call
+        self._user_tags(spec.tags)   # a tag DigitalOcean would refuse fails before any call
         cidrs, ports = self._cidrs(spec), self._ports(spec)
         key = self._ssh_key(vm, spec.ssh_public_key)
         name = catalog.firewall_name(vm, self.journal_id)
@@ -271,10 +271,10 @@ class DigitalOceanProvider(TypedOptionsProvider):
         return tags
 
     @staticmethod
-    def _user_tags(spec: InstanceSpec) -> List[str]:
+    def _user_tags(tags: Dict[str, str]) -> List[str]:
         """The user's tags as DigitalOcean tag names, ``name:value``; InvalidRequest naming one it would refuse."""
         out = []
-        for key, value in sorted(spec.tags.items()):
+        for key, value in sorted(tags.items()):
             name = "%s:%s" % (key, value) if value else key
             if not _USER_TAG_RE.match(name):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be a DigitalOcean tag (name:value "
@@ -289,7 +289,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
         vm = validate_vm_name(spec.vm_name)
-        tags = self._user_tags(spec) + self._tags(vm) + (
+        tags = self._user_tags(spec.tags) + self._tags(vm) + (
             [prepared["firewall_tag"]] if prepared.get("firewall_tag") else [])
         body: Dict[str, Any] = {"name": vm, "region": offer.region, "size": offer.instance_type,
                                 "image": self._image(offer), "ssh_keys": [prepared["ssh_key_id"]], "tags": tags}
@@ -303,6 +303,37 @@ class DigitalOceanProvider(TypedOptionsProvider):
         return str(droplet["id"])
 
     # -- observe ----------------------------------------------------------------------
+
+    can_retag = True
+
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """The droplet's user tags (``name:value``, read back from its tags; gpuprov-* tags are its own): a new
+        value is untagged from the old name and tagged with the new one, each tag made first (POST /tags
+        answers 201 for one that exists), one call per tag."""
+        vm = validate_vm_name(vm_name)
+        wanted = dict(tags)
+        self._user_tags(wanted)
+        body = self.api.get("/droplets/%s" % instance_id, allow_status=(404,)) if str(instance_id).isdigit() else None
+        droplet = (body or {}).get("droplet") if isinstance(body, dict) else None
+        if not isinstance(droplet, dict) or catalog.vm_tag(vm) not in (droplet.get("tags") or []):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not a droplet of VM %s" % (instance_id, vm))
+        names = {}   # user tag name -> the DigitalOcean tag carrying it
+        for tag in droplet.get("tags") or []:
+            if isinstance(tag, str) and not tag.startswith("gpuprov-"):
+                names[tag.split(":", 1)[0]] = tag
+        current = {key: tag.split(":", 1)[1] if ":" in tag else "" for key, tag in names.items()}
+        changes = tag_changes(current, wanted, purge, keep=lambda name: False)
+        if check:
+            return changes
+        resources = {"resources": [{"resource_id": str(droplet["id"]), "resource_type": "droplet"}]}
+        for key in sorted(set(changes["set"]) | set(changes["removed"])):
+            if key in names:
+                self.api.delete("/tags/%s/resources" % names[key], json=resources, allow_status=(404,))
+        for tag in self._user_tags(changes["set"]):
+            self.api.post("/tags", json={"name": tag})
+            self.api.post("/tags/%s/resources" % tag, json=resources)
+        return changes
 
     def _journal_of(self, droplet: Dict[str, Any]) -> Optional[str]:
         value = catalog.tag_values(droplet.get("tags")).get(JOURNAL_ID_TAG)

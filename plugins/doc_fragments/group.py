@@ -25,8 +25,8 @@ notes:
     shares, O(clouds), O(cloud),
     O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(prefer), O(max_price_per_hour), O(journal),
     O(journal_password), O(ssh_key), O(ssh_user),
-    O(boot_timeout), O(ssh_timeout) and O(teardown_timeout), so any of them can be a group default; a member
-    that has no use for one ignores it, as its description says.
+    O(boot_timeout), O(ssh_timeout), O(teardown_timeout) and O(lease_ttl), so any of them can be a group default;
+    a member that has no use for one ignores it, as its description says.
 """
 
     # The VM settings as the vm module uses them.
@@ -63,6 +63,19 @@ options:
   teardown_timeout:
     description: Seconds to wait for instances to be gone before the teardown is declared Leaked; unset means 600.
     type: int
+  lease_ttl:
+    description:
+      - Seconds the journal lease of a run on the VM lasts. A run holds the VM's lease while it works on it and
+        renews it every third of this; another run on the same VM is refused meanwhile, with a message naming
+        the holder and when its lease expires.
+      - A run killed while it holds the lease (an AWX job killed, its node lost) blocks the VM until the lease
+        expires; one killed on this host is taken over at once, as its process is provably gone. Under AWX with
+        several nodes, a shorter lease frees the VM sooner, at the cost of more journal writes (one renewal every
+        O(lease_ttl)/3 seconds per running task). The holder's setting decides when its lease expires.
+      - The expiry is judged by the PostgreSQL server's clock for a PostgreSQL journal, by the controllers' clocks
+        for an SQLite journal.
+      - From 10 to 3600. Unset means E(GPUPROV_LEASE_TTL), else 120.
+    type: int
 """
 
     # The VM settings, for a member that only accepts them.
@@ -89,6 +102,10 @@ options:
   teardown_timeout:
     description:
       - Shared by the module_defaults group (the teardown timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    type: int
+  lease_ttl:
+    description:
+      - Shared by the module_defaults group (the journal lease of M(gpuprov.cloud.vm)); ignored by this module.
     type: int
 """
 

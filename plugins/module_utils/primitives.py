@@ -28,7 +28,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     Conflict, Journal, JournalError, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import options_for
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import lease_ttl, options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
@@ -46,7 +46,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown
 )
 
 PLAN_NAME = "offers"   # the VM name a plan is made for when the task names none
-LEASE_TTL_S = 120.0    # the journal lease of an instance task, renewed while its teardown runs
 
 
 def _bundled_adapters():  # pragma: no cover - never called
@@ -323,7 +322,7 @@ def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) ->
     owner = new_owner()
     try:
         # While a teardown of this name on this cloud runs (another task), nothing is created.
-        journal.acquire(journal_key(cloud, name), owner, LEASE_TTL_S)
+        journal.acquire(journal_key(cloud, name), owner, _lease_ttl(params))
         try:
             return _present_with(_provider(cloud, params, [cloud], journal.journal_id), params, name, False)
         finally:
@@ -368,6 +367,14 @@ def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_m
                 msg="%s: created %s at %s (%s)" % (name, instance_id, where, made.status))
 
 
+def _lease_ttl(params: Dict[str, Any]) -> float:
+    """The journal lease of an instance task (held while it creates; renewed while its teardown runs)."""
+    try:
+        return lease_ttl(params)
+    except ValueError as exc:
+        raise _invalid(str(exc))
+
+
 def _wait_timeout(params: Dict[str, Any]) -> float:
     timeout = params.get("wait_timeout")
     timeout = 600 if timeout is None else timeout
@@ -398,7 +405,7 @@ def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
                               spec=InstanceSpec(vm_name=name, ssh_public_key=""), teardown_timeout=timeout)
         ctx = VmContext(settings, providers={cloud: provider}, journal_id=journal.journal_id)
         executor = Executor(journal, InstanceTeardown(ctx, wait=bool(params.get("wait", True))),
-                            lease_ttl=LEASE_TTL_S, clock=clock)
+                            lease_ttl=_lease_ttl(params), clock=clock)
         key = journal_key(cloud, name)
         outcome = executor.run(key, initial_for(name, where), wait_poll=sleep)
         if not covers(outcome.state, where):

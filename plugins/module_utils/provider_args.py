@@ -15,7 +15,7 @@ concern, so a group default never breaks a member ("Unsupported parameters"):
 * ``REQUEST_SPEC``: what is asked for (``gpu``, ``gpu_count``, ``regions``, ``spot``);
 * ``VM_SETTINGS_SPEC``: where the controller keeps its state and how it reaches a VM
   (``journal``, ``ssh_key``, ``ssh_user``, ``boot_timeout``, ``ssh_timeout``,
-  ``teardown_timeout``).
+  ``teardown_timeout``, ``lease_ttl``; :func:`lease_ttl` reads the last).
 
 A member that has no use for a shared option accepts it and ignores it, as its
 documentation says (doc fragments ``gpuprov.cloud.group``).
@@ -24,6 +24,7 @@ documentation says (doc fragments ``gpuprov.cloud.group``).
 from __future__ import annotations
 
 import copy
+import os
 import re
 from typing import Any, Dict, Iterable
 
@@ -62,7 +63,14 @@ VM_SETTINGS_SPEC = dict(
     boot_timeout=dict(type="int"),
     ssh_timeout=dict(type="int"),
     teardown_timeout=dict(type="int"),
+    lease_ttl=dict(type="int"),
 )
+
+# The journal lease a run holds on a VM name, in seconds, when neither the task nor GPUPROV_LEASE_TTL
+# sets one. A run killed on another host blocks the name until its lease expires; the holder renews it
+# every third of it, so a shorter one frees a name sooner for more journal writes.
+LEASE_TTL_DEFAULT_S = 120
+LEASE_TTL_BOUNDS_S = (10, 3600)
 
 
 # The user's tags/labels of the modules that make resources (vm, instance); not a group option, so
@@ -89,6 +97,23 @@ GROUP_SPEC = _merged(CLOUD_CHOICE_SPEC, CLOUD_OPTIONS_SPEC, REQUEST_SPEC, VM_SET
 def group_argument_spec(**extra: Any) -> Dict[str, Any]:
     """The group's shared options + a member's own (``extra``; none may redefine a shared one)."""
     return _merged(GROUP_SPEC, **extra)
+
+
+def lease_ttl(params: Dict[str, Any], environ: Any = None) -> float:
+    """The ``lease_ttl`` setting in seconds: the task's, else ``GPUPROV_LEASE_TTL``, else
+    LEASE_TTL_DEFAULT_S. Raises ValueError naming the field when it is not whole seconds within
+    LEASE_TTL_BOUNDS_S."""
+    environ = os.environ if environ is None else environ
+    field, value = "lease_ttl", params.get("lease_ttl")
+    if value is None and environ.get("GPUPROV_LEASE_TTL", "").strip():
+        field, value = "GPUPROV_LEASE_TTL", environ["GPUPROV_LEASE_TTL"].strip()
+        value = int(value) if value.isdigit() else value
+    if value is None:
+        return float(LEASE_TTL_DEFAULT_S)
+    low, high = LEASE_TTL_BOUNDS_S
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError("%s: expected whole seconds between %d and %d, got %r" % (field, low, high, value))
+    return float(value)
 
 
 def reconcile_clouds(params: Dict[str, Any]) -> Dict[str, Any]:

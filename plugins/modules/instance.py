@@ -120,6 +120,12 @@ options:
         fails with RV(state=Leaked) and RV(leaked) naming them; the next O(state=absent) run retries.
     type: int
     default: 600
+  lease_ttl:
+    description:
+      - Seconds the journal lease on this name and cloud lasts, held while O(state=present) creates and renewed
+        every third of it while O(state=absent) tears down; another instance task there is refused meanwhile.
+        From 10 to 3600. Unset means E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
+    type: int
 notes:
   - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and
     O(state=absent) removes it.

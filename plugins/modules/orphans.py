@@ -102,6 +102,12 @@ options:
       - Seconds a VM name's instances may take to be gone before its teardown is declared C(Leaked) (reported in
         RV(not_removed); the next O(state=absent) run retries it). Unset means 600.
     type: int
+  lease_ttl:
+    description:
+      - Seconds the journal lease on a VM name lasts while O(state=absent) tears its resources down (renewed every
+        third of it); a VM run of that name is refused meanwhile. From 10 to 3600. Unset means
+        E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
+    type: int
 notes:
   - Runs on the controller through its action plugin, where the journal and the cloud credentials are, and prints
     a line per teardown step as it goes.

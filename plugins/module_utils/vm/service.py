@@ -21,7 +21,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     Conflict, Journal, JournalError, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils import request_params
+from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args, request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Location, Offer, ProviderError, validate_vm_name,
@@ -37,7 +37,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import Vm
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
 DOWN_WAIT_FOR_HOLDER_S = 600.0
-LEASE_TTL_S = 120.0
 
 
 class InvalidParameters(Exception):
@@ -146,6 +145,10 @@ class VmService:
             raise InvalidParameters("state directory %s is not writable by this user; fix its permissions or set "
                                     "GPUPROV_HOME to a writable directory" % self.state_dir)
         settings = build_settings(self.params, public_key)
+        try:
+            self.lease_ttl = provider_args.lease_ttl(self.params)
+        except ValueError as exc:
+            raise InvalidParameters(str(exc))
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
         location = journal_location(self.params.get("journal"))
@@ -165,7 +168,7 @@ class VmService:
         return settings, files
 
     def _executor(self, machine, cancel: CancelToken, printer: ProgressPrinter) -> Executor:
-        return Executor(self.journal, machine, owner=self.owner, lease_ttl=LEASE_TTL_S, cancel=cancel,
+        return Executor(self.journal, machine, owner=self.owner, lease_ttl=self.lease_ttl, cancel=cancel,
                         on_event=printer.on_event)
 
     # -- entry point -----------------------------------------------------------------
@@ -421,7 +424,7 @@ class VmService:
             return dict(base, changed=True, msg="would tear down %s" % teardown._describe(targets))
         stopped = self._stop_live_run(name)
         # Decide under the lease: a provision starting now waits for us (or fails clearly).
-        self.journal.acquire(name, self.owner, LEASE_TTL_S)
+        self.journal.acquire(name, self.owner, self.lease_ttl)
         row = self.journal.load(name)
         before = _before_vm(row)
         targets = launch.owned_targets(row.state, row.kind) if row else []

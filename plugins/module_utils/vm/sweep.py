@@ -38,7 +38,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError, LeaseHeld
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
+    LEASE_TTL_DEFAULT_S, group_argument_spec, lease_ttl,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, InstanceSpec, Location, Owned, ProviderError, ResourceKind, ResourceRequest,
@@ -59,7 +61,6 @@ LEGACY = "legacy"
 OWNED = "owned"
 CATEGORIES = (ORPHAN, FOREIGN, LEGACY, OWNED)
 
-LEASE_TTL_S = 120.0
 # The region of account-wide resources (providers/owned_common.py GLOBAL).
 GLOBAL = "global"
 
@@ -385,7 +386,7 @@ class Sweeper:
     def __init__(self, journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]],
                  clouds: Optional[List[str]] = None, regions: Optional[List[str]] = None,
                  teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
-                 providers: Optional[Dict[str, Any]] = None):
+                 providers: Optional[Dict[str, Any]] = None, lease_ttl_s: float = LEASE_TTL_DEFAULT_S):
         self.journal = journal
         self.journal_id = journal.journal_id if journal is not None else None
         self.cloud_options = {k: dict(v or {}) for k, v in (cloud_options or {}).items()}
@@ -397,6 +398,7 @@ class Sweeper:
                              % (", ".join(unknown), ", ".join(registry.known_clouds())))
         self.regions = list(regions or [])
         self.teardown_timeout = float(teardown_timeout)
+        self.lease_ttl = float(lease_ttl_s)
         self.progress = progress
         self._injected = dict(providers or {})
         self.owner = new_owner()
@@ -447,7 +449,7 @@ class Sweeper:
                         providers={c: self._injected[c] for c in clouds if c in self._injected})
 
         def on_event(kind: str, data: Dict[str, Any]) -> None:
-            self.journal.renew(name_key, self.owner, LEASE_TTL_S)
+            self.journal.renew(name_key, self.owner, self.lease_ttl)
             if kind == "transition":
                 self.progress("[sweep %s] %s -> %s%s" % (vm_name, data["frm"], data["to"],
                                                          ": %s" % data["note"] if data.get("note") else ""))
@@ -455,11 +457,11 @@ class Sweeper:
                 self.progress("[sweep %s] resuming the interrupted sweep teardown %s at %s" % (
                     vm_name, key, data["label"]))
 
-        self.journal.acquire(name_key, self.owner, LEASE_TTL_S)
+        self.journal.acquire(name_key, self.owner, self.lease_ttl)
         cancel = CancelToken()
         cancel.install()
         try:
-            executor = Executor(self.journal, SweepTeardown(ctx), owner=self.owner, lease_ttl=LEASE_TTL_S,
+            executor = Executor(self.journal, SweepTeardown(ctx), owner=self.owner, lease_ttl=self.lease_ttl,
                                 cancel=cancel, on_event=on_event)
             return executor.run(key, initial)
         finally:
@@ -532,9 +534,9 @@ class Sweeper:
 def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],
           regions: Optional[List[str]], remove: bool, include_foreign: bool = False, include_legacy: bool = False,
           teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
-          providers: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+          providers: Optional[Dict[str, Any]] = None, lease_ttl_s: float = LEASE_TTL_DEFAULT_S) -> Dict[str, Any]:
     """One sweep, shaped as the module returns it (see plugins/modules/orphans.py RETURN)."""
-    sweeper = Sweeper(journal, cloud_options, clouds, regions, teardown_timeout, progress, providers)
+    sweeper = Sweeper(journal, cloud_options, clouds, regions, teardown_timeout, progress, providers, lease_ttl_s)
     found = sweeper.find()
     entries = found["entries"]
     groups = removal_groups(entries, sweeper.journal_id, include_foreign, include_legacy)
@@ -586,6 +588,10 @@ def run_task(params: Dict[str, Any], check_mode: bool,
     timeout = params.get("teardown_timeout")
     if timeout is not None and timeout < 1:
         return {"failed": True, "changed": False, "msg": "teardown_timeout: expected an integer >= 1, got %r" % timeout}
+    try:
+        lease_ttl_s = lease_ttl(params)
+    except ValueError as exc:
+        return {"failed": True, "changed": False, "msg": str(exc)}
     location = journal_location(params.get("journal"))
     journal = None
     try:
@@ -596,7 +602,7 @@ def run_task(params: Dict[str, Any], check_mode: bool,
         result = sweep(journal, {k: v for k, v in (params.get("cloud_options") or {}).items() if v},
                        clouds, params.get("regions") or [], remove, include_foreign=params["include_foreign"],
                        include_legacy=params["include_legacy"], teardown_timeout=float(timeout or 600),
-                       progress=progress)
+                       progress=progress, lease_ttl_s=lease_ttl_s)
     except (JournalError, SweepError) as exc:
         return {"failed": True, "changed": False, "msg": str(exc)}
     finally:

@@ -5,7 +5,7 @@ handler, with each method's request class from the SDK deserialising what the SD
 client sent).
 
 Services (only what the adapter calls): ``compute.v1.InstanceService`` Get / GetByName /
-List / Create / Delete, ``compute.v1.PlatformService`` List, ``vpc.v1.SubnetService``
+List / Create / Update / Delete, ``compute.v1.PlatformService`` List, ``vpc.v1.SubnetService``
 List, ``vpc.v1.SecurityGroupService`` Get / GetByName / List / Create / Delete,
 ``vpc.v1.SecurityRuleService`` List / Create / Delete, ``billing.v1.CalculatorService``
 EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
@@ -23,6 +23,10 @@ EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
   BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
   QuotaFailure), deleting a security group an instance holds (FAILED_PRECONDITION +
   BadResourceState), unknown ids (NOT_FOUND + ResourceNotFound).
+* Update: the whole instance as read (the SDK's full reset mask), fenced by its
+  ``resource_version`` (0 or the current one; another is ABORTED), which each update raises;
+  only the instance's labels and its managed boot disk's may change here (the disk's only through
+  the instance, as Nebius documents for managed disks).
 * Errors on demand: :meth:`fail_next` with any code and ServiceError detail, and
   :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`, :meth:`unavailable`,
   :meth:`bad_auth`, :meth:`permission_denied`, :meth:`invalid`.
@@ -51,10 +55,10 @@ from nebius.api.nebius.common.v1 import (
     ResourceNotFound, ServiceError, TooManyRequests,
 )
 from nebius.api.nebius.compute.v1 import (
-    CreateInstanceRequest, DeleteInstanceRequest, GetInstanceRequest, Instance, InstanceStatus,
+    CreateInstanceRequest, DeleteInstanceRequest, GetInstanceRequest, Instance, InstanceSpec, InstanceStatus,
     ListInstancesRequest, ListInstancesResponse, ListPlatformsRequest, ListPlatformsResponse,
     NetworkInterfaceStatus, Platform, PlatformSpec, PlatformStatus, Preset, PresetResources, PublicIPAddressStatus,
-    IPAddressStatus,
+    IPAddressStatus, UpdateInstanceRequest,
 )
 from nebius.api.nebius.vpc.v1 import (
     CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest,
@@ -138,6 +142,7 @@ class NebiusGrpcFake:
                 "GetByName": (GetByNameRequest, "instances.get_by_name", self.get_instance_by_name),
                 "List": (ListInstancesRequest, "instances.list", self.list_instances),
                 "Create": (CreateInstanceRequest, "instances.create", self.create_instance),
+                "Update": (UpdateInstanceRequest, "instances.update", self.update_instance),
                 "Delete": (DeleteInstanceRequest, "instances.delete", self.delete_instance)},
             "nebius.compute.v1.PlatformService": {
                 "List": (ListPlatformsRequest, "platforms.list", self.list_platforms)},
@@ -287,7 +292,8 @@ class NebiusGrpcFake:
 
     def _instance(self, record: Dict[str, Any]) -> Instance:
         message = Instance(metadata=ResourceMetadata(id=record["id"], parent_id=self.project_id, name=record["name"],
-                                                     labels=dict(record["labels"])))
+                                                     labels=dict(record["labels"]),
+                                                     resource_version=record["version"]))
         message.spec = record["spec"]
         nic = NetworkInterfaceStatus(index=0, name="eth0", ip_address=IPAddressStatus(address="10.0.0.%d/32" % (
             len(record["id"]) % 200 + 2)))
@@ -373,8 +379,32 @@ class NebiusGrpcFake:
         self.instances[instance_id] = dict(
             id=instance_id, name=meta.name, labels=dict(meta.labels), spec=spec, state="CREATING", gpus=gpus,
             disk=disk.name, groups=[g.id for g in spec.network_interfaces[0].security_groups],
-            user_data=spec.cloud_init_user_data or "")
+            user_data=spec.cloud_init_user_data or "", version=1)
         return self._operation(instance_id, "create instance")
+
+    @staticmethod
+    def _without_disk_labels(spec: Any) -> bytes:
+        copy = InstanceSpec.FromString(spec.SerializeToString())
+        copy.boot_disk.managed_disk.labels.clear()
+        return copy.SerializeToString(deterministic=True)
+
+    def update_instance(self, request: UpdateInstanceRequest) -> Operation:
+        """A full update (the SDK sends the whole resource with a full reset mask): the instance's labels and
+        its managed boot disk's (which only an instance update may change). A resource_version other than 0
+        or the current one is refused (ABORTED); a change of anything else is not modelled and refused."""
+        meta = request.metadata
+        record = self.instances.get(meta.id)
+        if record is None or record["state"] == "DELETING":
+            raise self._not_found(meta.id)
+        if meta.resource_version not in (0, record["version"]):
+            raise _Abort(C.ABORTED, "resource version mismatch: %s is at %d, the update names %d" % (
+                meta.id, record["version"], meta.resource_version), service_error("Aborted"))
+        if meta.name != record["name"] or meta.parent_id != self.project_id:
+            raise self._invalid("metadata", "name and parent_id cannot change")
+        if self._without_disk_labels(request.spec) != self._without_disk_labels(record["spec"]):
+            raise self._invalid("spec", "this fake updates labels only")
+        record.update(labels=dict(meta.labels), spec=request.spec, version=record["version"] + 1)
+        return self._operation(meta.id, "update instance")
 
     def delete_instance(self, request: DeleteInstanceRequest) -> Operation:
         record = self.instances.get(request.id)

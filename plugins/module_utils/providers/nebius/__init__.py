@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
@@ -54,7 +54,8 @@ try:
     from nebius.aio.token.token import Token
     from nebius.api.nebius.common.v1 import GetByNameRequest, ResourceMetadata
     from nebius.api.nebius.compute.v1 import (
-        AttachedDiskSpec, CreateInstanceRequest, DeleteInstanceRequest, DiskSpec, InstanceServiceClient,
+        AttachedDiskSpec, CreateInstanceRequest, DeleteInstanceRequest, DiskSpec, GetInstanceRequest,
+        InstanceServiceClient, UpdateInstanceRequest,
         InstanceSpec as NbInstanceSpec, IPAddress, ListPlatformsRequest, ManagedDisk, NetworkInterfaceSpec,
         PlatformServiceClient, PreemptibleSpec, PublicIPAddress, ResourcesSpec, SecurityGroup as NicSecurityGroup,
         SourceImageFamily,
@@ -388,6 +389,36 @@ class NebiusProvider(TypedOptionsProvider):
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.owned import list_owned
         return list_owned(self, location)
 
+    # -- retag --------------------------------------------------------------------------
+
+    can_retag = True
+
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """The user labels of the instance and its managed boot disk (which Nebius changes only through an
+        instance update): one InstanceService.Update of the instance as read, its labels changed, fenced by
+        its resource_version (a concurrent change makes it ABORTED: Transient). Its Operation is not awaited."""
+        vm = validate_vm_name(vm_name)
+        instance = self._absent_if_not_found("InstanceService.Get", InstanceServiceClient, "get",
+                                             GetInstanceRequest(id=instance_id))
+        if instance is None or dict(instance.metadata.labels or {}).get(VM_NAME_TAG) != vm:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not an instance of VM %s" % (instance_id, vm))
+        total: Dict[str, Any] = {"set": {}, "removed": []}
+        updated = False
+        for labels in (instance.metadata.labels, instance.spec.boot_disk.managed_disk.labels):
+            changes = tag_changes(dict(labels or {}), dict(tags), purge, keep=_gpuprov_label)
+            total["set"].update(changes["set"])
+            total["removed"] = sorted(set(total["removed"]) | set(changes["removed"]))
+            if not check:
+                for name in changes["removed"]:
+                    del labels[name]
+                labels.update(changes["set"])
+            updated = updated or bool(changes["set"] or changes["removed"])
+        if updated and not check:
+            self._call("InstanceService.Update", InstanceServiceClient, "update",
+                       UpdateInstanceRequest(metadata=instance.metadata, spec=instance.spec))
+        return total
+
     # -- delete / cleanup -------------------------------------------------------------
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
@@ -412,6 +443,11 @@ class NebiusProvider(TypedOptionsProvider):
         # Held by an instance still deleting: Nebius answers FAILED_PRECONDITION (Transient).
         self._absent_if_not_found("SecurityGroupService.Delete", SecurityGroupServiceClient, "delete",
                                   DeleteSecurityGroupRequest(id=group.metadata.id))
+
+
+def _gpuprov_label(name: str) -> bool:
+    """gpuprov's own labels (identity, login user): never a user's to change."""
+    return name.startswith("gpuprov-")
 
 
 def _hourly(cost: Any) -> Optional[float]:

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import args as cluster_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import args as vm_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args, ssh_files
@@ -85,7 +86,8 @@ def test_action_and_module_use_the_one_spec(module, monkeypatch):
             seen.update(argument_spec=argument_spec, **kwargs)
             raise SystemExit(0)
 
-    monkeypatch.setattr(documentation, "AnsibleModule", Recording)
+    # The module file's main() validates through controller_only (run as a plain module, it refuses).
+    monkeypatch.setattr(controller_only, "AnsibleModule", Recording)
     with pytest.raises(SystemExit):
         documentation.main()
     assert seen["argument_spec"] is SHARED[module] and seen["supports_check_mode"] is True

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only, provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import options as shared
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, ProviderError
@@ -268,7 +268,8 @@ def _module_spec(monkeypatch, name):
         seen.update(argument_spec)
         raise Stop()
 
-    monkeypatch.setattr(module, "AnsibleModule", capture)
+    # Modules run by an action plugin build theirs in controller_only.
+    monkeypatch.setattr(module if hasattr(module, "AnsibleModule") else controller_only, "AnsibleModule", capture)
     with pytest.raises(Stop):
         module.main()
     return seen

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only
 from ansible_collections.gpuprov.cloud.plugins.action import health_info as action
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import GROUP_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
@@ -39,7 +40,8 @@ def test_action_and_module_use_the_one_spec(monkeypatch):
             seen.update(argument_spec=argument_spec, **kwargs)
             raise SystemExit(0)
 
-    monkeypatch.setattr(documentation, "AnsibleModule", Recording)
+    # The module file's main() validates through controller_only (run as a plain module, it refuses).
+    monkeypatch.setattr(controller_only, "AnsibleModule", Recording)
     with pytest.raises(SystemExit):
         documentation.main()
     assert seen["argument_spec"] is HEALTH_ARGUMENT_SPEC and seen["supports_check_mode"] is True

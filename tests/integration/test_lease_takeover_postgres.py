@@ -6,11 +6,11 @@ second controller (another HOME) that then provisions the same name:
     takes the lease over at once, resumes the launch and adopts the instance the first made;
   * the killed controller ran on another host (its own UTS namespace, so its lease names another
     hostname): liveness across hosts is by lease expiry only, so the second is refused, clearly,
-    naming the holder and when its lease expires, and makes nothing.
-
-Not here: the takeover once the other host's lease expired. LEASE_TTL_S is 120 s and there is no
-user option to shorten it; waiting it out has no place in a test. The journal's expiry itself
-(server clock, takeover after expiry) is tested at the API level in tests/unit/test_journal_backends.py."""
+    naming the holder and when its lease expires, and makes nothing;
+  * the same with a short lease (lease_ttl, here from GPUPROV_LEASE_TTL): refused first, then, once
+    the lease expired by the PostgreSQL server's clock, the second takes over, adopts the instance
+    (one VM) and ``down`` leaves none. The journal's expiry itself is also tested at the API level in
+    tests/unit/test_journal_backends.py."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -29,6 +30,11 @@ from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 # The adapter's create returned: the instance exists and the launch, holding the lease, has yet to record it.
 KILL_POINT = "after create #1"
 OTHER_HOST = "controller-on-another-host"
+# The killed controller's lease_ttl: long enough that the second controller's first run (an
+# ansible-playbook start on a busy machine) still meets the lease, short enough to wait out.
+SHORT_LEASE_TTL = 30
+# How long the test waits, at most, for that lease to expire by the server's clock: a bound, not a measure.
+EXPIRY_WAIT_BOUND_S = 3 * SHORT_LEASE_TTL
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +99,32 @@ def _killed_mid_launch(job, shared, vm, tmp_path, prefix=()):
     return instance, row.lease_owner
 
 
+def _on_another_host():
+    """What runs a command as a controller on another host (its own UTS namespace and hostname)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or subprocess.run(
+            ["unshare", "--uts", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("needs root and unshare --uts to run a controller under another hostname")
+    return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', OTHER_HOST]
+
+
+def _wait_until_lease_expired(dsn, vm, bound_s):
+    """Poll the journal until ``vm``'s lease has expired by the PostgreSQL server's clock (at most
+    ``bound_s`` seconds; a bound, not a measure). True when it did."""
+    journal = open_journal(dsn, password=pg_server.PASSWORD)
+    try:
+        give_up = time.monotonic() + bound_s
+        while True:
+            [(left,)] = journal.query("SELECT lease_expires - EXTRACT(EPOCH FROM now()) FROM machines WHERE key = ?",
+                                      (vm,))
+            if left is None or left <= 0:
+                return True
+            if time.monotonic() > give_up:
+                return False
+            time.sleep(min(left, 1.0) + 0.1)
+    finally:
+        journal.close()
+
+
 def dsn_of(job):
     return job.env["GPUPROV_JOURNAL"]
 
@@ -112,11 +144,7 @@ def test_a_killed_controller_on_this_host_is_taken_over_at_once(controllers, tmp
 
 def test_a_killed_controller_on_another_host_holds_its_lease_until_it_expires(controllers, tmp_path):
     shared, dsn, (job1, job2) = controllers
-    if os.geteuid() != 0 or not shutil.which("unshare") or subprocess.run(
-            ["unshare", "--uts", "true"], capture_output=True, check=False).returncode != 0:
-        pytest.skip("needs root and unshare --uts to run a controller under another hostname")
-    prefix = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', OTHER_HOST]
-    instance, holder = _killed_mid_launch(job1, shared, "lt2", tmp_path, prefix=prefix)
+    instance, holder = _killed_mid_launch(job1, shared, "lt2", tmp_path, prefix=_on_another_host())
     assert holder.startswith(OTHER_HOST + ":")
     refused = job2.playbook("provision", *_args(shared, "lt2"), timeout=120)
     assert refused.rc != 0 and refused.recap()["lt2"]["changed"] == 0, refused
@@ -126,3 +154,30 @@ def test_a_killed_controller_on_another_host_holds_its_lease_until_it_expires(co
     assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
     row = _row(dsn, "lt2")
     assert row.lease_owner == holder and not row.terminal
+
+
+def test_a_killed_controller_on_another_host_is_taken_over_once_its_short_lease_expires(controllers, tmp_path):
+    shared, dsn, (job1, job2) = controllers
+    prefix = _on_another_host()
+    job1.env["GPUPROV_LEASE_TTL"] = str(SHORT_LEASE_TTL)
+    instance, holder = _killed_mid_launch(job1, shared, "lt3", tmp_path, prefix=prefix)
+    assert holder.startswith(OTHER_HOST + ":")
+    # Before it expires: refused, naming the holder; nothing made.
+    refused = job2.playbook("provision", *_args(shared, "lt3"), timeout=120)
+    assert refused.rc != 0 and refused.recap()["lt3"]["changed"] == 0, refused
+    assert holder in refused.out and "retry after the lease expires" in refused.out, refused
+    assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
+    # Expired by the server's clock (the killed run renews nothing): the second controller takes over.
+    assert _wait_until_lease_expired(dsn, "lt3", EXPIRY_WAIT_BOUND_S), _row(dsn, "lt3").lease_expires
+    taken = job2.playbook("provision", *_args(shared, "lt3"), timeout=240)
+    assert taken.rc == 0, taken
+    assert "Traceback" not in taken.out and pg_server.PASSWORD not in taken.out
+    # One VM: the instance the killed run made, adopted; the lease released.
+    assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
+    row = _row(dsn, "lt3")
+    assert row.state["kind"] == "Ready" and row.state["vm"]["instance_id"] == instance
+    assert row.lease_owner is None
+    down = job2.playbook("down", *_args(shared, "lt3"), timeout=240)
+    assert down.rc == 0, down
+    assert live_sshd_folders(shared) == []
+    assert _row(dsn, "lt3").terminal

@@ -36,7 +36,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import SshNotReady  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (  # noqa: E402
-    ScriptedProvider, World, offer,
+    ScriptedProvider, World, offer as sim_offer,
 )
 
 # The simulated cloud's boots (create -> Running with an endpoint): 30 s and more, not aligned
@@ -48,7 +48,7 @@ SSH_AFTER_S = 1.0
 def failover_wall(count: int) -> float:
     """Real seconds of one launch through ``count`` offers, all but the last refused."""
     last = "r%04d" % (count - 1)
-    provider = ScriptedProvider("sim", [offer("sim", "r%04d" % index) for index in range(count)])
+    provider = ScriptedProvider("sim", [sim_offer("sim", "r%04d" % index) for index in range(count)])
     provider.fail("prepare", ProviderError(ErrorKind.UNAVAILABLE, "no capacity", BlockScope.OFFER), times=None,
                   where=lambda subject: subject.region != last)
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,13 +83,13 @@ class TimedBootCloud(ScriptedProvider):
     """Instances are Pending until ``boot_s`` of the fake clock after their create."""
 
     def __init__(self, clock, boot_s: float):
-        super().__init__("sim", [offer("sim", "r1")])
+        super().__init__("sim", [sim_offer("sim", "r1")])
         self.clock = clock
         self.boot_s = boot_s
         self.created_at = {}
 
-    def create(self, offer_, prepared, spec):
-        instance_id = super().create(offer_, prepared, spec)
+    def create(self, offer, prepared, spec):
+        instance_id = super().create(offer, prepared, spec)
         self.created_at[instance_id] = self.clock()
         return instance_id
 

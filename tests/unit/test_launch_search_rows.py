@@ -53,7 +53,7 @@ def history_of(state):
 
 
 def test_the_state_written_per_refused_offer_does_not_grow_with_the_offers(tmp_path):
-    few, _ = state_sizes(tmp_path, 10)
+    few = state_sizes(tmp_path, 10)[0]
     many, out = state_sizes(tmp_path, 300)
 
     assert len(many["Preparing"]) == 300 and len(few["Preparing"]) == 10   # one write per refused offer

@@ -17,6 +17,8 @@ carry ``{"status": true, "message", <payload>}`` (the pricebook is a bare array)
 * SSH: every VM gets its own loopback address (127.0.0.N) and a forwarder there on
   ``self.ssh_port`` to its sshd when port randomization is off; with it on (Hyperstack's
   default) the forwarder listens on another port the API does not report.
+* Labels: ``PUT /core/virtual-machines/{id}/label`` sets the VM's whole label list (``[""]``
+  clears it; a space inside one starts another label, as Hyperstack documents).
 * Refusals: unknown or missing fields, a bad key, a name over 50 characters, an unknown
   environment, key, flavor (in that region) or image, a security rule without its
   fields, a flavor without stock (out of stock), more VMs than ``quota``, a key name taken
@@ -414,6 +416,21 @@ class HyperstackApiFake(MarketplaceFake):
         }
         self.instances[instance_id] = record
         return ok("Virtual machine(s) created successfully", instances=[self.public(record)])
+
+    @route("PUT", P + r"/core/virtual-machines/(?P<id>\d+)/label", key="vms.label")
+    def label_vm(self, req) -> Reply:
+        """The VM's whole label list becomes ``labels`` (``[""]`` clears it); a space in one separates labels."""
+        body = req.json
+        problems = self.check_fields(body, ("labels",))
+        if not problems and not (isinstance(body["labels"], list) and all(isinstance(x, str) for x in body["labels"])):
+            problems.append("labels: a list of strings")
+        if problems:
+            return self._invalid(problems)
+        record = self.instances.get(int(req.params["id"]))
+        if record is None:
+            return error(404, "not_found", "Virtual machine not found")
+        record["labels"] = [part for label in body["labels"] for part in label.split() if part]
+        return ok("labels for VM: %s is set to: %s" % (record["name"], record["labels"]))
 
     @route("DELETE", P + r"/core/virtual-machines/(?P<id>\d+)", key="vms.delete")
     def delete_vm(self, req) -> Reply:

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.hyperstack import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
@@ -54,6 +54,16 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
 K3S_DIRECT_PORTS = (6443, 80, 443)
 PAGE_SIZE = 100
 ATTACHED = "ATTACHED"
+
+
+def _checked_user_labels(tags: Dict[str, str]) -> None:
+    """InvalidRequest naming a tag whose ``name=value`` label Hyperstack would split (it reads a space as
+    the start of another label)."""
+    for key, value in sorted(tags.items()):
+        label = "%s=%s" % (key, value)
+        if any(c.isspace() for c in label):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be a Hyperstack label (no spaces: "
+                                "Hyperstack reads a space as the start of another label)" % (key, label))
 
 
 class HyperstackProvider(TypedOptionsProvider):
@@ -232,6 +242,7 @@ class HyperstackProvider(TypedOptionsProvider):
 
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
+        _checked_user_labels(spec.tags)   # a tag Hyperstack would split fails before any call
         cidrs, ports = self._cidrs(spec), self._ports(spec)
         environment = self._ensure_environment(offer.region)
         key = self._ssh_key(vm, environment, spec.ssh_public_key)
@@ -263,6 +274,35 @@ class HyperstackProvider(TypedOptionsProvider):
         if not made or not isinstance(made[0], dict) or made[0].get("id") is None:
             self._field(None, "POST", "/core/virtual-machines", "instances", dict)  # raises: malformed
         return str(made[0]["id"])
+
+    # -- retag ------------------------------------------------------------------------
+
+    can_retag = True
+
+    def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
+              check: bool = False) -> Dict[str, Any]:
+        """The VM's user labels (``name=value``): one ``PUT /core/virtual-machines/{id}/label``, which sets
+        the VM's whole label list, where they differ. gpuprov's labels and labels without ``=`` (not made by
+        the tags option) stay as they are."""
+        vm = validate_vm_name(vm_name)
+        _checked_user_labels(tags)
+        path = "/core/virtual-machines/%s" % instance_id
+        found = self.api.get(path, allow_status=(404,)) if str(instance_id).isdigit() else None
+        instance = found.get("instance") if isinstance(found, dict) else None
+        if not isinstance(instance, dict) or not self._is_vm(instance, vm):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not a VM of %s" % (instance_id, vm))
+        current = catalog.tags_of(instance)
+        changes = tag_changes(current, dict(tags), purge, keep=lambda name: name.startswith("gpuprov-"))
+        if check or not (changes["set"] or changes["removed"]):
+            return changes
+        plain = [text for text in (label.get("label") if isinstance(label, dict) else label
+                                   for label in instance.get("labels") or [])
+                 if isinstance(text, str) and "=" not in text]
+        current.update(changes["set"])
+        for name in changes["removed"]:
+            current.pop(name)
+        self.api.put(path + "/label", json={"labels": plain + catalog.labels(current)})
+        return changes
 
     # -- observe ----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ adds argument parsing, progress printing and the task result."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +38,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import Vm
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
 DOWN_WAIT_FOR_HOLDER_S = 600.0
+# The journal event that records a tags request a cloud could not apply to a kept VM (warned once).
+TAGS_KEPT_EVENT = "tags-kept"
 
 
 class InvalidParameters(Exception):
@@ -316,10 +319,14 @@ class VmService:
         if not provider.can_retag:
             made_with = vm.get("tags") or {}
             if made_with != tags and (purge or any(made_with.get(k) != v for k, v in tags.items())):
-                result.setdefault("warnings", []).append(
-                    "tags: the %s cloud cannot change the tags of an existing VM; %s keeps the ones it was made "
-                    "with (%s)" % (location.cloud, vm["name"], ", ".join(
-                        "%s=%s" % item for item in sorted(made_with.items())) or "none"))
+                # Once per asked-for change of this instance (journalled), not on every run: nothing can change.
+                asked = json.dumps([vm["instance_id"], tags, purge], sort_keys=True)
+                if not self._noted(vm["name"], TAGS_KEPT_EVENT, asked, record=not check):
+                    result.setdefault("warnings", []).append(
+                        "tags: the %s cloud cannot change the tags of an existing VM; %s keeps the ones it was made "
+                        "with (%s). Said once for these tags; recreate: true replaces the VM to change them" % (
+                            location.cloud, vm["name"], ", ".join(
+                                "%s=%s" % item for item in sorted(made_with.items())) or "none"))
             return result
         try:
             changes = provider.retag(location, vm["name"], vm["instance_id"], tags, purge, check=check)
@@ -332,6 +339,23 @@ class VmService:
                 else "", "removed %s" % ", ".join(changes["removed"]) if changes["removed"] else "") if part)
             result.update(changed=True, msg="%s; %stags: %s" % (result["msg"], "would change " if check else "", what))
         return result
+
+    def _noted(self, name: str, event: str, note: str, record: bool) -> bool:
+        """Whether the journal already holds ``note`` as an ``event`` of ``name``; if not and ``record``, it does
+        now (under the VM's lease; a run that cannot take it records nothing and the next run says it again)."""
+        if any(e["event"] == event and e["note"] == note for e in self.journal.events(name)):
+            return True
+        row = self.journal.load(name)
+        if record and row is not None:
+            try:
+                self.journal.acquire(name, self.owner, self.lease_ttl)
+                try:
+                    self.journal.note(name, self.owner, row.version, row.label, note, event=event)
+                finally:
+                    self.journal.release(name, self.owner)
+            except (LeaseHeld, Conflict):
+                pass
+        return False
 
     def _preview_search(self, ctx: VmContext):
         """The search Planning would make (offer rows, in the order tried) and what it would skip, read-only."""

@@ -240,7 +240,7 @@ class VmService:
         before = _before_vm(row)
         if check_mode:
             return dict(self._check_present(ctx, files, row), before_vm=before)
-        ctx.ssh_check = ssh.SshChecker(files)
+        ctx.ssh_check = ssh.SshChecker(files, command=ssh.SMOKE_COMMAND)
         outcome = self._run_machine(launch.LaunchMachine(ctx), name, launch.initial)
         events = self.journal.events(name)
         run_events = _since_last_begin(events)
@@ -261,6 +261,10 @@ class VmService:
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
                               name, vm["ssh"]["host"], vm["ssh"]["port"], Location.from_dict(vm["location"])))
+            smoke = ctx.ssh_check.outputs.get(vm["host_key_alias"])
+            if smoke is not None:
+                # Run by this run's login, which just passed: the play needs no login of its own for it.
+                result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
             # A VM made by this run has this run's tags already; a kept one may need them changed.
             return self._retag(ctx, vm, result, check=False) if state.get("reused") else result
         if state["kind"] == "Leaked":

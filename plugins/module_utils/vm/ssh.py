@@ -45,6 +45,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import
 # stray stderr into a warning. The reason reaches the user through SshNotReady, so these records are
 # dropped here, without touching how paramiko logs for anyone else (Ansible's paramiko connection).
 SSH_CHECK_LOG_CHANNEL = "gpuprov.cloud.ssh_check"
+# What a provision's login runs to prove the VM usable; its output is the smoke line provision shows
+# (run in that verified session, so the play needs no second login of its own).
+SMOKE_COMMAND = "uname -a"
 _check_log = logging.getLogger(SSH_CHECK_LOG_CHANNEL)
 _check_log.addHandler(logging.NullHandler())
 _check_log.propagate = False
@@ -262,11 +265,14 @@ def connection_vars(vm: Dict[str, Any], files: ControllerFiles) -> Dict[str, Any
 class SshChecker:
     """The Connecting state's check: real login with the controller key, host key pinned."""
 
-    def __init__(self, files: ControllerFiles, timeout: float = 10.0):
+    def __init__(self, files: ControllerFiles, timeout: float = 10.0, command: str = "true"):
         if not HAS_PARAMIKO:
             raise RuntimeError("paramiko is required on the controller: pip install -r requirements.txt")
         self.files = files
         self.timeout = timeout
+        self.command = command
+        # host key alias -> what ``command`` printed at its last login that passed
+        self.outputs: Dict[str, str] = {}
         self._pkey = None
 
     def _key(self):
@@ -302,12 +308,14 @@ class SshChecker:
             try:
                 channel = transport.open_session(timeout=self.timeout)
                 channel.settimeout(self.timeout)
-                channel.exec_command("true")
+                channel.exec_command(self.command)
+                output = channel.makefile("rb").read()
                 status = channel.recv_exit_status()
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 raise SshNotReady("command: %s" % exc)
             if status != 0:
-                raise SshNotReady("'true' exited with %d" % status)
+                raise SshNotReady("'%s' exited with %d" % (self.command, status))
+            self.outputs[alias] = output.decode("utf-8", "replace").strip()
             return fingerprint(server_key.get_name(), server_key.get_base64())
         finally:
             transport.close()

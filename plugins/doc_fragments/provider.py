@@ -122,7 +122,8 @@ options:
         or value that still breaks them (a name starts with a letter; both at most 63 letters, digits, C(_) and
         C(-)) is refused before any call, naming it. V(docker) labels the container. V(digitalocean) tags the
         droplet C(<name>:<value>). V(nebius) labels the instance and its boot disk. V(hyperstack) labels the VM
-        C(<name>=<value>). V(lambda) tags the instance. V(local) keeps them with the instance's record. The other
+        C(<name>=<value>) (a tag with a space is refused, since Hyperstack reads a space as the start of another
+        label). V(lambda) tags the instance. V(local) keeps them with the instance's record. The other
         clouds (V(runpod), V(primeintellect), V(verda), V(massedcompute)) take no tags and ignore them.
       - They are merged with gpuprov's identity tags, C(gpuprov-vm-name) and C(gpuprov-journal-id), which every
         resource carries and which always win. A name starting with C(gpuprov-) is refused with an error naming

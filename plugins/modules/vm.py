@@ -116,7 +116,7 @@ options:
         of the instance and its boot disk; GCP applies them when its operations end, and a run that finds them not
         applied yet sets them again), V(digitalocean), V(nebius) (instance and boot disk, one update),
         V(hyperstack) and V(local). V(docker) (a container's labels are fixed) and V(lambda) (its API changes only
-        an instance's name) cannot change them: a change is reported in a warning once per asked-for change, and
+        an instance's name) cannot change them; a change is reported in a warning once per asked-for change, and
         the VM keeps the tags it was made with (O(recreate) does not replace a VM for its tags).
     type: bool
     default: true
@@ -252,17 +252,6 @@ tags:
   contains:
     set: {description: The tags set or given a new value., type: dict, returned: always, sample: {team: ml}}
     removed: {description: "The tags removed (O(purge_tags)).", type: list, elements: str, returned: always}
-smoke:
-  description:
-    - The smoke command this run ran on the VM in the SSH session that verified its login (pinned host key, the
-      controller key), and what it printed. Its presence says the login has just passed, so a play needs no wait
-      of its own before using the VM.
-  returned: success, O(state=present), not in check mode
-  type: dict
-  contains:
-    command: {description: The command run., type: str, returned: always, sample: uname -a}
-    stdout: {description: "What it printed, stripped.", type: str, returned: always,
-             sample: "Linux gpu1 6.8.0-1015-aws #16-Ubuntu SMP x86_64 GNU/Linux"}
 ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)

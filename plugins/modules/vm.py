@@ -252,6 +252,17 @@ tags:
   contains:
     set: {description: The tags set or given a new value., type: dict, returned: always, sample: {team: ml}}
     removed: {description: "The tags removed (O(purge_tags)).", type: list, elements: str, returned: always}
+smoke:
+  description:
+    - The smoke command this run ran on the VM in the SSH session that verified its login (pinned host key, the
+      controller key), and what it printed. Its presence says the login has just passed, so a play needs no wait
+      of its own before using the VM.
+  returned: success, O(state=present), not in check mode
+  type: dict
+  contains:
+    command: {description: The command run., type: str, returned: always, sample: uname -a}
+    stdout: {description: "What it printed, stripped.", type: str, returned: always,
+             sample: "Linux gpu1 6.8.0-1015-aws #16-Ubuntu SMP x86_64 GNU/Linux"}
 ssh_config:
   description: The ssh config file holding a C(Host <name>) block for the VM.
   returned: success and O(state=present)

@@ -122,9 +122,11 @@ options:
     default: 600
   lease_ttl:
     description:
-      - Seconds the journal lease on this name and cloud lasts, held while O(state=present) creates and renewed
-        every third of it while O(state=absent) tears down; another instance task there is refused meanwhile.
-        From 10 to 3600. Unset means E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
+      - Seconds the journal lease on this name and cloud lasts, renewed every third of it while O(state=absent)
+        tears down; another instance task there is refused meanwhile. From 10 to 3600. Unset means
+        E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
+      - O(state=present) holds it, unrenewed, while it prepares and creates; keep it above the time the cloud takes
+        for those, or a teardown of the same name may start before the create returns.
     type: int
 notes:
   - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and

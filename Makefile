@@ -118,6 +118,8 @@ bench: dev
 	$(BIN)/python bench/reprovision.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/aws_rerun.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/journal_backends.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/fleet.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/status_big.py $(BENCH_ROUNDS)
 
 clean:
 	rm -rf build $(VENV)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
 
@@ -84,7 +85,7 @@ def test_a_leaked_instance_teardown_row_says_how_to_resolve_it():
 
 def _fleet_journal(path, states):
     """A journal with one VM per (name, final label), each begun then moved through Booting to its label."""
-    journal = Journal(str(path))
+    journal = Journal(str(path)) if "://" not in str(path) else open_journal(path)
     owner = "test:1:x"
     for name, label in states:
         version = journal.begin(name, "launch", {"kind": "Reconciling"}, "Reconciling", False, owner, 60, None)
@@ -152,3 +153,21 @@ def test_a_negative_limit_or_last_is_a_clear_error(tmp_path, field, value):
     _fleet_journal(path, [("a1", "Ready")])
     with pytest.raises(ValueError, match="%s: expected an integer >= 0, got" % field):
         read_status(str(path), **{field: value})
+
+
+def test_paging_reads_a_postgresql_journal_alike():
+    from ansible_collections.gpuprov.cloud.tests import pg_server
+    reason = pg_server.unavailable()
+    if reason:
+        pytest.skip("PostgreSQL journal: %s" % reason)
+    server = pg_server.PgServer()
+    try:
+        dsn = server.dsn(pg_server.database_name(server.new_database()), password=True)
+        _fleet_journal(dsn, [("train1", "Ready"), ("train2", "Leaked"), ("train3", "Ready"), ("infer1", "Ready")])
+        result = read_status(dsn, name="train*", limit=2, last=2)
+        assert [vm["name"] for vm in result["vms"]] == ["train1", "train2"]
+        assert [t["to"] for t in result["vms"][0]["last_transitions"]] == ["Booting", "Ready"]
+        assert result["total"] == 3 and result["summary"] == {"Ready": 2, "Leaked": 1}
+        assert result["leaked"] == ["train2"]
+    finally:
+        server.destroy()

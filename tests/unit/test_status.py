@@ -135,6 +135,7 @@ def test_name_takes_an_exact_name_or_a_shell_pattern(tmp_path):
     assert [vm["name"] for vm in read_status(str(path), name="infer1")["vms"]] == ["infer1"]
     nothing = read_status(str(path), name="eval*")
     assert nothing["vms"] == [] and nothing["total"] == 0 and nothing["summary"] == {}
+    assert nothing["table"] == ["no VM in the journal matches eval*"]
 
 
 def test_a_summary_counts_states_without_their_offer(tmp_path):

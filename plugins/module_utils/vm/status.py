@@ -151,7 +151,8 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
     finally:
         journal.close()
     return {"journal": path, "vms": vms, "leaked": leaked_names, "total": len(matching), "summary": summary,
-            "table": format_table(vms) + summary_lines(summary, len(vms), len(matching), limit, name)}
+            "table": (format_table(vms) if matching or name is None else ["no VM in the journal matches %s" % name])
+            + summary_lines(summary, len(vms), len(matching), limit, name)}
 
 
 def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, name: Optional[str]) -> List[str]:

@@ -3,6 +3,8 @@ against a throw-away state directory (journal, keys, local VMs)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import pathlib
 import re
@@ -118,3 +120,66 @@ def ansible(tmp_path):
         yield runner
     finally:
         kill_sshds(home)
+
+
+# --- PostgreSQL journals: one throw-away server (tests/pg_server.py), controllers as AWX jobs -----
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server for this test module, destroyed after it."""
+    from ansible_collections.gpuprov.cloud.tests import pg_server
+    reason = pg_server.unavailable()
+    if reason:
+        pytest.skip("PostgreSQL journal tests: %s" % reason)
+    server = pg_server.PgServer()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def local_args(shared: pathlib.Path, vm: str) -> List[str]:
+    """The provision/down arguments for ``vm`` on a local cloud whose records are in ``shared``, without k3s."""
+    return ["-e", "vm=%s" % vm, "-e", "k8s=false",
+            "-e", json.dumps({"gpuprov_cloud_options": {"local": {"root": str(shared / "local")}}})]
+
+
+def journal_row(dsn: str, vm: str):
+    """The journal row of ``vm`` in the PostgreSQL journal ``dsn`` as it is now."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
+    from ansible_collections.gpuprov.cloud.tests import pg_server
+    journal = open_journal(dsn, password=pg_server.PASSWORD)
+    try:
+        return journal.load(vm)
+    finally:
+        journal.close()
+
+
+@contextlib.contextmanager
+def pg_controllers(tmp_path: pathlib.Path, server, shared_key: bool = False):
+    """Two controllers (each its own HOME, as AWX jobs) on one fresh PostgreSQL journal of ``server``,
+    the local cloud's instance records in one shared folder (its ``root`` option): yields
+    ``(shared, dsn, [runner1, runner2])`` and kills the shared folder's sshds after. With
+    ``shared_key``, every job has the same SSH key, as an AWX Machine credential gives it."""
+    from ansible_collections.gpuprov.cloud.tests import pg_server
+    if not shutil.which("sshd") and not os.path.exists("/usr/sbin/sshd"):
+        pytest.skip("openssh-server (sshd) is not installed; .ci/run installs it")
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    dsn = server.new_database()
+    env = {"GPUPROV_JOURNAL": dsn, "PGPASSWORD": pg_server.PASSWORD}
+    if shared_key:
+        key = shared / "ssh_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        env["GPUPROV_SSH_KEY_FILE"] = str(key)
+    runners = []
+    for index in (1, 2):
+        home = tmp_path / ("job%d-home" % index)
+        home.mkdir(mode=0o700)
+        runner = Ansible(home)
+        runner.env.update(env)
+        runners.append(runner)
+    try:
+        yield shared, dsn, runners
+    finally:
+        kill_sshds(shared)

@@ -14,7 +14,6 @@ second controller (another HOME) that then provisions the same name:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -25,7 +24,9 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
 from ansible_collections.gpuprov.cloud.tests import pg_server
 from ansible_collections.gpuprov.cloud.tests.crashpoints import harness
-from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible, kill_sshds, live_sshd_folders
+from ansible_collections.gpuprov.cloud.tests.integration.conftest import (
+    journal_row, live_sshd_folders, local_args, pg_controllers,
+)
 
 # The adapter's create returned: the instance exists and the launch, holding the lease, has yet to record it.
 KILL_POINT = "after create #1"
@@ -37,50 +38,10 @@ SHORT_LEASE_TTL = 30
 EXPIRY_WAIT_BOUND_S = 3 * SHORT_LEASE_TTL
 
 
-@pytest.fixture(scope="module")
-def server():
-    reason = pg_server.unavailable()
-    if reason:
-        pytest.skip("PostgreSQL journal tests: %s" % reason)
-    srv = pg_server.PgServer()
-    yield srv
-    srv.destroy()
-
-
 @pytest.fixture
-def controllers(tmp_path, server):
-    if not shutil.which("sshd") and not os.path.exists("/usr/sbin/sshd"):
-        pytest.skip("openssh-server (sshd) is not installed; .ci/run installs it")
-    shared = tmp_path / "shared"
-    shared.mkdir(mode=0o700)
-    dsn = server.new_database()
-    # One SSH key for both, as an AWX credential gives every job the same key.
-    key = shared / "ssh_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    runners = []
-    for index in (1, 2):
-        home = tmp_path / ("job%d-home" % index)
-        home.mkdir(mode=0o700)
-        runner = Ansible(home)
-        runner.env.update(GPUPROV_JOURNAL=dsn, PGPASSWORD=pg_server.PASSWORD, GPUPROV_SSH_KEY_FILE=str(key))
-        runners.append(runner)
-    try:
-        yield shared, dsn, runners
-    finally:
-        kill_sshds(shared)
-
-
-def _args(shared, vm):
-    return ["-e", "vm=%s" % vm, "-e", "k8s=false",
-            "-e", json.dumps({"gpuprov_cloud_options": {"local": {"root": str(shared / "local")}}})]
-
-
-def _row(dsn, vm):
-    journal = open_journal(dsn, password=pg_server.PASSWORD)
-    try:
-        return journal.load(vm)
-    finally:
-        journal.close()
+def controllers(tmp_path, postgres):
+    with pg_controllers(tmp_path, postgres, shared_key=True) as found:
+        yield found
 
 
 def _killed_mid_launch(job, shared, vm, tmp_path, prefix=()):
@@ -90,11 +51,11 @@ def _killed_mid_launch(job, shared, vm, tmp_path, prefix=()):
     # Output to a file, not a pipe: the VM's sshd, started by the killed run, would hold a pipe open.
     log = tmp_path / ("crash-%s.log" % vm)
     with open(log, "w") as out:
-        subprocess.run(list(prefix) + job.command("provision", *_args(shared, vm)), env=env, cwd=str(job.home),
+        subprocess.run(list(prefix) + job.command("provision", *local_args(shared, vm)), env=env, cwd=str(job.home),
                        stdout=out, stderr=subprocess.STDOUT, timeout=300, check=False)
     assert harness.killed_at(folder) == KILL_POINT, log.read_text()
     [instance] = [os.path.basename(f) for f in live_sshd_folders(shared)]
-    row = _row(dsn_of(job), vm)
+    row = journal_row(dsn_of(job), vm)
     assert row.lease_owner and not row.terminal, (row.lease_owner, row.label)   # killed holding the lease
     return instance, row.lease_owner
 
@@ -132,12 +93,12 @@ def dsn_of(job):
 def test_a_killed_controller_on_this_host_is_taken_over_at_once(controllers, tmp_path):
     shared, dsn, (job1, job2) = controllers
     instance, _holder = _killed_mid_launch(job1, shared, "lt1", tmp_path)
-    again = job2.playbook("provision", *_args(shared, "lt1"), timeout=240)
+    again = job2.playbook("provision", *local_args(shared, "lt1"), timeout=240)
     assert again.rc == 0, again
     assert "Traceback" not in again.out and pg_server.PASSWORD not in again.out
     # One VM: the instance the killed run made, adopted; the lease released.
     assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
-    row = _row(dsn, "lt1")
+    row = journal_row(dsn, "lt1")
     assert row.state["kind"] == "Ready" and row.state["vm"]["instance_id"] == instance
     assert row.lease_owner is None
 
@@ -146,13 +107,13 @@ def test_a_killed_controller_on_another_host_holds_its_lease_until_it_expires(co
     shared, dsn, (job1, job2) = controllers
     instance, holder = _killed_mid_launch(job1, shared, "lt2", tmp_path, prefix=_on_another_host())
     assert holder.startswith(OTHER_HOST + ":")
-    refused = job2.playbook("provision", *_args(shared, "lt2"), timeout=120)
+    refused = job2.playbook("provision", *local_args(shared, "lt2"), timeout=120)
     assert refused.rc != 0 and refused.recap()["lt2"]["changed"] == 0, refused
     assert holder in refused.out and "retry after the lease expires" in refused.out, refused
     assert "Traceback" not in refused.out
     # Nothing was made or changed: the lease and the launch are the killed run's until the lease expires.
     assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
-    row = _row(dsn, "lt2")
+    row = journal_row(dsn, "lt2")
     assert row.lease_owner == holder and not row.terminal
 
 
@@ -163,21 +124,21 @@ def test_a_killed_controller_on_another_host_is_taken_over_once_its_short_lease_
     instance, holder = _killed_mid_launch(job1, shared, "lt3", tmp_path, prefix=prefix)
     assert holder.startswith(OTHER_HOST + ":")
     # Before it expires: refused, naming the holder; nothing made.
-    refused = job2.playbook("provision", *_args(shared, "lt3"), timeout=120)
+    refused = job2.playbook("provision", *local_args(shared, "lt3"), timeout=120)
     assert refused.rc != 0 and refused.recap()["lt3"]["changed"] == 0, refused
     assert holder in refused.out and "retry after the lease expires" in refused.out, refused
     assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
     # Expired by the server's clock (the killed run renews nothing): the second controller takes over.
-    assert _wait_until_lease_expired(dsn, "lt3", EXPIRY_WAIT_BOUND_S), _row(dsn, "lt3").lease_expires
-    taken = job2.playbook("provision", *_args(shared, "lt3"), timeout=240)
+    assert _wait_until_lease_expired(dsn, "lt3", EXPIRY_WAIT_BOUND_S), journal_row(dsn, "lt3").lease_expires
+    taken = job2.playbook("provision", *local_args(shared, "lt3"), timeout=240)
     assert taken.rc == 0, taken
     assert "Traceback" not in taken.out and pg_server.PASSWORD not in taken.out
     # One VM: the instance the killed run made, adopted; the lease released.
     assert [os.path.basename(f) for f in live_sshd_folders(shared)] == [instance]
-    row = _row(dsn, "lt3")
+    row = journal_row(dsn, "lt3")
     assert row.state["kind"] == "Ready" and row.state["vm"]["instance_id"] == instance
     assert row.lease_owner is None
-    down = job2.playbook("down", *_args(shared, "lt3"), timeout=240)
+    down = job2.playbook("down", *local_args(shared, "lt3"), timeout=240)
     assert down.rc == 0, down
     assert live_sshd_folders(shared) == []
-    assert _row(dsn, "lt3").terminal
+    assert journal_row(dsn, "lt3").terminal

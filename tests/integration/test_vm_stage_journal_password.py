@@ -15,18 +15,6 @@ from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 pg_server = pytest.importorskip("ansible_collections.gpuprov.cloud.tests.pg_server")
 
 
-@pytest.fixture(scope="module")
-def server():
-    why = pg_server.unavailable()
-    if why:
-        pytest.skip(why)
-    found = pg_server.PgServer()
-    try:
-        yield found
-    finally:
-        found.destroy()
-
-
 def _journal_with_vm(dsn: str, name: str) -> None:
     journal = projection.open_journal(dsn, password=pg_server.PASSWORD)
     try:
@@ -45,8 +33,8 @@ def _stage_of(dsn: str, name: str):
         journal.close()
 
 
-def test_the_group_default_journal_password_reaches_vm_stage(server, tmp_path: pathlib.Path):
-    dsn = server.new_database()
+def test_the_group_default_journal_password_reaches_vm_stage(postgres, tmp_path: pathlib.Path):
+    dsn = postgres.new_database()
     _journal_with_vm(dsn, "stage1")
     playbook = tmp_path / "stage.yml"
     playbook.write_text(textwrap.dedent("""\

@@ -29,7 +29,7 @@ def droplet(tmp_path):
                                         journal_id=JOURNAL)
         made = InstanceSpec(vm_name="tagged-do", ssh_public_key=public_key("me@laptop", b"unit"),
                             allowed_cidrs=["203.0.113.9/32"], tags={"team": "ml", "cost-center": "42"})
-        offer = next(o for o in provider.plan(ResourceRequest(vm_name="tagged-do", gpu="RTX4000ADA")) if o.available)
+        offer = [o for o in provider.plan(ResourceRequest(vm_name="tagged-do", gpu="RTX4000ADA")) if o.available][0]
         instance_id = provider.create(offer, provider.prepare(offer, made), made)
         yield provider, fake, offer.location, instance_id
     finally:

@@ -157,8 +157,8 @@ def seconds(default: Optional[float], description: str) -> Dict[str, Any]:
 BOOT_TIMEOUT_S = seconds(900, "Seconds an instance may take to be Running with an SSH endpoint (the cloud's "
                               "boot timeout capability; the vm module's C(boot_timeout) overrides it).")
 POLL_INTERVAL_S = seconds(10, "The longest wait in seconds between two observations of a booting or leaving "
-                               "instance (the cloud's rate-limit-safe interval). A boot is first observed after "
-                               "1 s, then less often as it goes on, up to this.")
+                              "instance (the cloud's rate-limit-safe interval). A boot is first observed after "
+                              "1 s, then less often as it goes on, up to this.")
 
 REGIONS = dict(type="list", elements="str", description=(
     "Regions to search, in order, when the request names none (the module's C(regions) wins)."))

@@ -92,7 +92,7 @@ def test_every_member_takes_every_shared_option(ansible, tmp_path, login_key, ch
                                "regions": ["eu-west-1"]}},
         gpu="none", gpu_count=1, regions=["local"], spot=False, prefer="price", max_price_per_hour=1.0,
         journal=str(journal), journal_password=db_secret, ssh_key=str(login_key), ssh_user=getpass.getuser(),
-        boot_timeout=60, ssh_timeout=60, teardown_timeout=120,
+        boot_timeout=60, ssh_timeout=60, teardown_timeout=120, lease_ttl=90,
     )
     assert set(defaults) | {"clouds", "cloud"} == set(GROUP_SPEC)   # every option the group shares
     out = tmp_path / "results.json"

@@ -447,3 +447,26 @@ def test_a_server_restart_fails_one_call_cleanly_and_the_next_reconnects(server,
         assert j.transition("vm1", "me", row.version, {"kind": "C"}, "C", False, row.label) == row.version + 1
     finally:
         j.close()
+
+
+def test_a_sqlite_journal_never_imports_psycopg_and_a_missing_one_is_named():
+    """Every module and action start reaches journal_pg (the state directory's DSN check): psycopg is
+    imported only for a PostgreSQL journal, and without it such a journal is refused with the fix."""
+    import subprocess
+    import sys
+    probe = (
+        "import sys\n"
+        "import ansible_collections.gpuprov.cloud.plugins.action.vm\n"
+        "from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal\n"
+        "print('after-import', 'psycopg' in sys.modules)\n"
+        "sys.modules['psycopg'] = None   # as if not installed\n"
+        "try:\n"
+        "    open_journal('postgresql://u:secret@127.0.0.1:1/db')\n"
+        "except Exception as exc:\n"
+        "    print('refused', type(exc).__name__, exc)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          env=dict(os.environ))
+    assert "after-import False" in done.stdout
+    assert "refused JournalError" in done.stdout
+    assert "pip install 'psycopg[binary]'" in done.stdout
+    assert "secret" not in done.stdout

@@ -31,13 +31,15 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import owner_alive
 
-try:
-    import psycopg
-    from psycopg import errors as pg_errors
-    HAS_PSYCOPG = True
-except ImportError:  # pragma: no cover - sanity imports module_utils without psycopg
-    psycopg = pg_errors = None
-    HAS_PSYCOPG = False
+
+
+def _psycopg():
+    """The psycopg package, imported on first use: every start of a module or action reaches this
+    file (through the state directory's DSN check), and a SQLite journal must not pay for the import
+    (0.1-0.2 s a worker, so seconds for a fleet)."""
+    import psycopg  # pylint: disable=import-outside-toplevel
+    return psycopg
+
 
 APPLICATION = "gpuprov"
 DSN_SCHEMES = ("postgresql://", "postgres://")
@@ -124,9 +126,11 @@ class PgJournal:
     backend = "postgresql"
 
     def __init__(self, dsn: str, clock=None, tables: Sequence[str] = (), password: Optional[str] = None):
-        if not HAS_PSYCOPG:
+        try:
+            _psycopg()
+        except ImportError:
             raise JournalError("journal: %s is a PostgreSQL journal, which needs the psycopg package on the "
-                               "controller (pip install 'psycopg[binary]')" % scrub_dsn(dsn))
+                               "controller (pip install 'psycopg[binary]')" % scrub_dsn(dsn)) from None
         self._dsn = dsn.strip()
         self._password = password
         self.path = scrub_dsn(self._dsn)   # shown in results and messages: never the password
@@ -163,7 +167,7 @@ class PgJournal:
         text = self._scrub(str(exc).strip().replace("\n", " "))
         if "password authentication failed" in text or "no password supplied" in text:
             fix = "check the user and the password (journal_password, PGPASSWORD or PGPASSFILE)"
-        elif isinstance(exc, psycopg.OperationalError):
+        elif isinstance(exc, _psycopg().OperationalError):
             fix = "check that the server runs and accepts connections, then run again: the journal is resumable"
         else:
             fix = "see the server's message"
@@ -172,9 +176,9 @@ class PgJournal:
     def _connect(self) -> None:
         extra = {"password": self._password} if self._password else {}
         try:
-            self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10,
+            self._conn = _psycopg().connect(self._dsn, autocommit=True, connect_timeout=10,
                                          application_name="gpuprov", **extra)
-        except psycopg.Error as exc:
+        except _psycopg().Error as exc:
             raise self._error(exc, "connecting")
 
     def _db(self):
@@ -189,7 +193,7 @@ class PgJournal:
             return work(self._db())
         except JournalError:
             raise
-        except psycopg.Error as exc:
+        except _psycopg().Error as exc:
             raise self._error(exc, doing)
 
     def close(self) -> None:
@@ -371,7 +375,7 @@ class PgJournal:
                                 "lease_expires, created_at, updated_at, entered_at) "
                                 "VALUES (%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s)",
                                 (key, kind, blob, label, int(terminal), owner, now + ttl, now, now, now))
-                    except pg_errors.UniqueViolation:
+                    except _psycopg().errors.UniqueViolation:
                         raise Conflict("%s was created by another run at the same time" % key)
                     version = 1
                 else:
@@ -466,15 +470,15 @@ class _Transaction:
         try:
             self._tx = db.transaction()
             self._tx.__enter__()
-        except psycopg.Error as exc:
+        except _psycopg().Error as exc:
             raise self.journal._error(exc, "writing")
         return _Tx(db)
 
     def __exit__(self, exc_type, exc, tb):
         try:
             self._tx.__exit__(exc_type, exc, tb)
-        except psycopg.Error as error:
+        except _psycopg().Error as error:
             raise self.journal._error(error, "writing")
-        if isinstance(exc, psycopg.Error):
+        if isinstance(exc, _psycopg().Error):
             raise self.journal._error(exc, "writing")
         return False

@@ -32,7 +32,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import owner_alive
 
 
-
 def _psycopg():
     """The psycopg package, imported on first use: every start of a module or action reaches this
     file (through the state directory's DSN check), and a SQLite journal must not pay for the import
@@ -177,7 +176,7 @@ class PgJournal:
         extra = {"password": self._password} if self._password else {}
         try:
             self._conn = _psycopg().connect(self._dsn, autocommit=True, connect_timeout=10,
-                                         application_name="gpuprov", **extra)
+                                            application_name="gpuprov", **extra)
         except _psycopg().Error as exc:
             raise self._error(exc, "connecting")
 

@@ -15,9 +15,10 @@ bad tag name on ``POST /tags`` is the ``{"error", "messages", "root_causes"}`` s
 * SSH: every droplet gets its own loopback address (127.0.0.2, .3, ...) and a forwarder on
   ``self.ssh_port`` there to its sshd: DigitalOcean reports only an address, so the port is
   the same for all (the adapter's ``ssh_port`` option) and the address tells them apart.
-* Listing droplets: ``tag_name`` lists GPU and CPU droplets alike and cannot be combined
-  with ``name`` or ``type``; without it only non-GPU droplets are listed unless
-  ``type=gpus``.
+* Listing droplets: ``tag_name`` cannot be combined with ``name`` or ``type``; "by default, only
+  non-GPU Droplets are returned" unless ``type=gpus`` (then only GPU ones). Whether a tag filter
+  lists GPU droplets the spec leaves open: ``tag_name_lists_gpus`` (default False, the literal
+  reading) chooses.
 * Refusals (422 unprocessable_entity unless said): unknown or missing fields, a bad token
   (401 "Unable to authenticate you."), an unknown size, region or image, a size not
   creatable in the region ("Size is not available in this region."), more droplets than
@@ -29,8 +30,8 @@ bad tag name on ``POST /tags`` is the ``{"error", "messages", "root_causes"}`` s
 * Tagging: ``POST`` / ``DELETE /tags/{tag}/resources`` with ``{"resources": [{"resource_id":
   "<id as a string>", "resource_type": "droplet"}]}`` tag and untag (204); the tag must exist
   first (404 otherwise: ``POST /tags`` makes it, and answers 201 for one that exists).
-* Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`,
-  :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
+* Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit` (the burst
+  limit: ``retry-after``; or the hourly limit: only ``ratelimit-reset``, a Unix time), :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import itertools
 import re
 import socket
 import struct
+import time
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlencode
@@ -129,6 +131,7 @@ class DigitalOceanApiFake(MarketplaceFake):
     def __init__(self, root: str, token: str = "fake-token", boot_polls: int = 2, droplet_limit: int = 25):
         self.sizes = [dict(s, regions=list(s["regions"])) for s in SIZES]
         self.droplet_limit = droplet_limit
+        self.tag_name_lists_gpus = False
         self.droplets: Dict[int, Dict[str, Any]] = {}
         self.ssh_keys: Dict[int, Dict[str, Any]] = {}
         self.firewalls: Dict[str, Dict[str, Any]] = {}
@@ -161,10 +164,14 @@ class DigitalOceanApiFake(MarketplaceFake):
     def fail_quota(self, key: str = "droplets.create") -> None:
         self.fail_next(key, unprocessable("creating this/these droplet(s) will exceed your droplet limit"))
 
-    def rate_limit(self, key: str, retry_after: int = 1, times: int = 1) -> None:
-        self.fail_next(key, error(429, "too_many_requests", "API Rate limit exceeded.", headers={
-            "ratelimit-limit": "5000", "ratelimit-remaining": "0", "ratelimit-reset": "1402425459",
-            "retry-after": str(retry_after)}), times=times)
+    def rate_limit(self, key: str, retry_after: Optional[int] = 1, times: int = 1, reset_in: int = 1) -> None:
+        """A 429: the burst limit's (``retry-after``), or with ``retry_after=None`` the hourly limit's,
+        which says only when the oldest request expires (``ratelimit-reset``, ``reset_in`` s ahead)."""
+        headers = {"ratelimit-limit": "5000", "ratelimit-remaining": "0",
+                   "ratelimit-reset": str(int(time.time()) + reset_in)}
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
+        self.fail_next(key, error(429, "too_many_requests", "API Rate limit exceeded.", headers=headers), times=times)
 
     def server_error(self, key: str) -> None:
         self.fail_next(key, error(500, "server_error", "Unexpected server-side error"))
@@ -281,17 +288,16 @@ class DigitalOceanApiFake(MarketplaceFake):
             return unprocessable("tag_name cannot be combined with name or type")
         if kind not in (None, "droplets", "gpus"):
             return unprocessable("type must be one of droplets, gpus")
-        for record in list(self.droplets.values()):
-            self._advance(record)
         found = []
-        for record in self.droplets.values():
+        for record in list(self.droplets.values()):
             if tag is not None:
-                if tag not in record["tags"]:
+                if tag not in record["tags"] or (record.get("gpu_info") and not self.tag_name_lists_gpus):
                     continue
             elif bool(record.get("gpu_info")) != (kind == "gpus"):
                 continue
             if name is not None and record["name"].lower() != name.lower():
                 continue
+            self._advance(record)   # one read of each droplet listed
             found.append(self._view(record))
         return self._page(req, "droplets", found, keep=("tag_name", "name", "type"))
 

@@ -167,7 +167,7 @@ def test_prepare_registers_the_key_and_a_tag_attached_firewall(fake):
     assert firewall["tags"] == [prepared["firewall_tag"]] == ["gpuprov-firewall:" + firewall["name"]]
     assert sorted(int(r["ports"]) for r in firewall["inbound_rules"]) == sorted({22, fake.ssh_port, 6443, 80, 443})
     assert all(r["sources"] == {"addresses": [CIDR]} for r in firewall["inbound_rules"])
-    assert {r["protocol"] for r in firewall["outbound_rules"]} == {"tcp", "udp"}
+    assert {(r["protocol"], r["ports"]) for r in firewall["outbound_rules"]} == {("tcp", "0"), ("udp", "0")}
     assert provider.prepare(offer_of(provider), spec()) == prepared
 
 
@@ -278,12 +278,27 @@ def test_statuses(raw, status):
     assert catalog.STATUSES[raw] == status
 
 
-def test_observe_lists_by_tag_server_side_and_sees_gpu_droplets(fake):
+@pytest.mark.parametrize("tag_lists_gpus", [False, True])
+def test_observe_sees_gpu_droplets_whether_or_not_the_tag_filter_lists_them(fake, tag_lists_gpus):
+    # DigitalOcean lists "only non-GPU Droplets by default" and a tag filter takes no type=gpus.
+    fake.tag_name_lists_gpus = tag_lists_gpus
     provider = make(fake)
     offer, _prepared, droplet = launch(fake, provider)
     assert [o.instance_id for o in provider.observe(offer.location, "vm1")] == [droplet]
-    query = fake.calls_of("droplets.list")[-1][3]
-    assert query["tag_name"] == ["gpuprov-vm-name:vm1"] and "type" not in query and "name" not in query
+    queries = [c[3] for c in fake.calls_of("droplets.list")[-2:]]
+    assert {"tag_name": ["gpuprov-vm-name:vm1"], "per_page": ["200"]} in queries
+    assert {"name": ["vm1"], "type": ["gpus"], "per_page": ["200"]} in queries
+
+
+def test_observe_sees_a_cpu_droplet_by_its_tag_and_keeps_only_the_vms_droplets(fake):
+    provider = make(fake)
+    offer = next(o for o in provider.plan(ResourceRequest(vm_name="vm1", gpu=None)) if o.available)
+    droplet = provider.create(offer, provider.prepare(offer, spec()), spec())
+    # a GPU droplet with the VM's name but not its tag is someone else's
+    other = _call(fake, "POST", "/droplets", json={"name": "vm1", "size": "gpu-h100x1-80gb", "image": "gpu-h100x1-base",
+                                                   "region": "nyc2", "tags": ["mine"]})
+    assert other.status_code == 202
+    assert [o.instance_id for o in provider.observe(offer.location, "vm1")] == [droplet]
 
 
 # -- delete / cleanup ----------------------------------------------------------------------
@@ -369,6 +384,10 @@ def test_the_fake_lists_gpu_droplets_only_by_tag_or_type(fake):
     _offer, _prepared, droplet = launch(fake, provider)
     assert _call(fake, "GET", "/droplets").json()["droplets"] == []
     assert [d["id"] for d in _call(fake, "GET", "/droplets?type=gpus").json()["droplets"]] == [int(droplet)]
+    assert _call(fake, "GET", "/droplets?tag_name=gpuprov-vm-name:vm1").json()["droplets"] == []
+    fake.tag_name_lists_gpus = True
+    assert [d["id"] for d in _call(fake, "GET", "/droplets?tag_name=gpuprov-vm-name:vm1").json()["droplets"]] == [
+        int(droplet)]
     assert _call(fake, "GET", "/droplets?tag_name=x&name=vm1").status_code == 422
 
 

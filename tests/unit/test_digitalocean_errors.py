@@ -83,6 +83,22 @@ def test_429_is_transient_with_retry_after(fake):
     assert info.value.kind == K.TRANSIENT and info.value.retry_after == 29.0
 
 
+def test_the_hourly_limits_429_waits_until_ratelimit_reset(fake):
+    # The hourly limit's 429 has no retry-after; ratelimit-reset is when the oldest request expires.
+    fake.rate_limit("sizes.list", retry_after=None, reset_in=120)
+    with pytest.raises(ProviderError) as info:
+        adapter(fake).plan(_request())
+    assert info.value.kind == K.TRANSIENT and 110 <= info.value.retry_after <= 120
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("1000120", 120.0), ("999000", 1.0), ("1000000", 1.0), ("9999999", errors.RATE_LIMIT_WINDOW_S),
+    ("soon", None), ("", None), (None, None), ("nan", None), ("inf", None),
+])
+def test_ratelimit_reset_as_seconds_to_wait(value, expected):
+    assert errors.retry_after_from_reset(value, now=1000000.0) == expected
+
+
 def test_a_body_that_is_not_json_is_transient(fake):
     fake.malformed("droplets.list")
     with pytest.raises(ProviderError) as info:

@@ -23,9 +23,11 @@ DO_OAUTH_TOKEN) and is sent as ``Authorization: Bearer``. Listings follow ``link
 * create: one ``POST /droplets`` named after the VM, tagged ``gpuprov-vm-name:<vm>``,
   ``gpuprov-journal-id:<journal id>`` and the firewall's tag, with the boot script as user
   data. A crash after it is adopted through observe (by tag).
-* observe: ``GET /droplets?tag_name=gpuprov-vm-name:<vm>`` (the tag filter lists GPU and
-  other droplets alike; a name filter would need ``type=gpus`` and miss CPU droplets); the
-  endpoint is the public IPv4 address:ssh_port as ssh_user once the droplet is active.
+* observe: ``GET /droplets?tag_name=gpuprov-vm-name:<vm>`` and ``GET /droplets?name=<vm>&type=gpus``,
+  keeping the droplets that carry the VM's tag: DigitalOcean lists "only non-GPU Droplets by
+  default" and a tag filter cannot be combined with ``type``, so the tag listing alone may miss a
+  GPU droplet and the name listing alone misses a CPU one. The endpoint is the public IPv4
+  address:ssh_port as ssh_user once the droplet is active.
 * delete: ``DELETE /droplets/<id>`` for each id; unknown (404) = done.
 * cleanup: deletes this journal's firewall of the VM and its tag, and the VM's
   ``gpuprov-<vm>-`` keys unless another journal's droplet of the VM is alive (a key only
@@ -36,6 +38,7 @@ DO_OAUTH_TOKEN) and is sent as ``Authorization: Bearer``. Listings follow ``link
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -46,7 +49,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_opti
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean.errors import (
-    KEY_IN_USE, PENDING_EVENT, RULES,
+    KEY_IN_USE, PENDING_EVENT, RULES, retry_after_from_reset,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
@@ -61,9 +64,23 @@ PER_PAGE = 200                      # the API's maximum page size
 # Where DigitalOcean's GPU Droplets run (its GPU docs): the regions a sold-out GPU size is
 # reported unavailable in when it lists none and the request names none.
 GPU_REGIONS = ("nyc2", "tor1", "atl1", "ams3")
-# Everything out: a cloud firewall without outbound rules blocks all outbound traffic.
-OUTBOUND_RULES = [{"protocol": proto, "ports": "1-65535", "destinations": {"addresses": ["0.0.0.0/0", "::/0"]}}
+# Everything out: a cloud firewall without outbound rules blocks all outbound traffic. Ports "0" is
+# the firewall schema's "all ports open for a protocol" (what the API reads back for all ports).
+OUTBOUND_RULES = [{"protocol": proto, "ports": "0", "destinations": {"addresses": ["0.0.0.0/0", "::/0"]}}
                   for proto in ("tcp", "udp")]
+_ALL_PORTS = ("0", "all", "1-65535")
+
+
+class DigitalOceanClient(RestClient):
+    """The shared REST client, reading DigitalOcean's hourly-limit 429 too: only a burst-limit 429
+    carries ``retry-after``; the hourly one says when to come back in ``ratelimit-reset`` alone."""
+
+    def _decode(self, method, url, response, expect, allow_status):
+        if response.status_code == 429 and not response.headers.get("Retry-After"):
+            wait = retry_after_from_reset(response.headers.get("ratelimit-reset"), time.time())
+            if wait is not None:
+                response.headers["Retry-After"] = "%d" % round(wait)
+        return super()._decode(method, url, response, expect, allow_status)
 
 
 class DigitalOceanProvider(TypedOptionsProvider):
@@ -80,7 +97,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
     def api(self) -> RestClient:
         """The REST client, made on first use (capabilities and option checks need no token)."""
         if self._client is None:
-            self._client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
+            self._client = DigitalOceanClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
                                       name="digitalocean", rules=RULES,
                                       timeout=(10.0, self.options["request_timeout_s"] or 60.0))
         return self._client
@@ -223,7 +240,8 @@ class DigitalOceanProvider(TypedOptionsProvider):
         for rule in rules or []:
             if isinstance(rule, dict):
                 target = rule.get(side) if isinstance(rule.get(side), dict) else {}
-                out.append((rule.get("protocol"), str(rule.get("ports")), tuple(sorted(target.get("addresses") or [])),
+                ports = "0" if str(rule.get("ports")) in _ALL_PORTS else str(rule.get("ports"))
+                out.append((rule.get("protocol"), ports, tuple(sorted(target.get("addresses") or [])),
                             tuple(sorted(target.get("tags") or [])), tuple(sorted(target.get("droplet_ids") or []))))
         return sorted(out)
 
@@ -360,9 +378,15 @@ class DigitalOceanProvider(TypedOptionsProvider):
                         journal_id=self._journal_of(droplet))
 
     def _vm_droplets(self, vm: str) -> List[Dict[str, Any]]:
-        """Every droplet tagged as the VM, in any region (raw)."""
-        return [d for d in self._list("/droplets", "droplets", tag_name=catalog.vm_tag(vm))
-                if d.get("id") is not None and catalog.vm_tag(vm) in (d.get("tags") or [])]
+        """Every droplet tagged as the VM, in any region (raw): those the tag filter lists, and the GPU
+        droplets named after the VM (the tag filter may leave GPU droplets out; it takes no ``type``)."""
+        tag = catalog.vm_tag(vm)
+        found: Dict[str, Dict[str, Any]] = {}
+        for droplet in self._list("/droplets", "droplets", tag_name=tag) + self._list(
+                "/droplets", "droplets", name=vm, type="gpus"):
+            if droplet.get("id") is not None and tag in (droplet.get("tags") or []):
+                found.setdefault(str(droplet["id"]), droplet)
+        return list(found.values())
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         vm = validate_vm_name(vm_name)

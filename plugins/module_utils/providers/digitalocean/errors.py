@@ -24,7 +24,10 @@ message (case-insensitive search)                                HTTP    kind (b
                                                                          offer prepares afresh
 "... already has a pending event" / "destroy is already in       422     Transient: an action on
 progress"                                                                the droplet is running
-id ``too_many_requests``                                         429     Transient (retry-after)
+id ``too_many_requests``                                         429     Transient: retry-after (the
+                                                                         burst limit), else the
+                                                                         ``ratelimit-reset`` time (the
+                                                                         hourly limit sends only that)
 id ``server_error`` and any 5xx                                  5xx     Transient
 a 2xx body that is not the documented JSON                       2xx     Transient: the outcome is
                                                                          unknown, the core observes
@@ -32,6 +35,8 @@ a 2xx body that is not the documented JSON                       2xx     Transie
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import BlockScope, ErrorKind
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import MALFORMED_BODY, Rule
@@ -58,3 +63,18 @@ RULES = (
     Rule(ErrorKind.FAILED, status=422, message=INVALID_KEYS, block=BlockScope.OFFER),
     Rule(ErrorKind.TRANSIENT, status=422, message=PENDING_EVENT),
 )
+
+# The hourly limit's window: a ratelimit-reset further ahead than this is not believed.
+RATE_LIMIT_WINDOW_S = 3600.0
+
+
+def retry_after_from_reset(value: Optional[str], now: float) -> Optional[float]:
+    """Seconds to wait from DigitalOcean's ``ratelimit-reset`` header (the Unix time its oldest
+    counted request expires): at least 1 s, at most the hour the limit spans; None if unreadable."""
+    try:
+        reset = float((value or "").strip())
+    except ValueError:
+        return None
+    if reset != reset or reset in (float("inf"), float("-inf")):
+        return None
+    return min(max(reset - now, 1.0), RATE_LIMIT_WINDOW_S)

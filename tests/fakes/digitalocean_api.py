@@ -31,7 +31,8 @@ bad tag name on ``POST /tags`` is the ``{"error", "messages", "root_causes"}`` s
   "<id as a string>", "resource_type": "droplet"}]}`` tag and untag (204); the tag must exist
   first (404 otherwise: ``POST /tags`` makes it, and answers 201 for one that exists).
 * Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit` (the burst
-  limit: ``retry-after``; or the hourly limit: only ``ratelimit-reset``, a Unix time), :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
+  limit: ``retry-after``; or the hourly limit: only ``ratelimit-reset``, a Unix time),
+  :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
 """
 
 from __future__ import annotations

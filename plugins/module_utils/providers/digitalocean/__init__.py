@@ -98,8 +98,8 @@ class DigitalOceanProvider(TypedOptionsProvider):
         """The REST client, made on first use (capabilities and option checks need no token)."""
         if self._client is None:
             self._client = DigitalOceanClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
-                                      name="digitalocean", rules=RULES,
-                                      timeout=(10.0, self.options["request_timeout_s"] or 60.0))
+                                              name="digitalocean", rules=RULES,
+                                              timeout=(10.0, self.options["request_timeout_s"] or 60.0))
         return self._client
 
     def _list(self, path: str, items: str, **params: Any) -> List[Dict[str, Any]]:

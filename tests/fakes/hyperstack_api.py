@@ -88,6 +88,8 @@ class HyperstackApiFake(MarketplaceFake):
         self.prices = dict(PRICES)
         self.quota = quota
         self.refuse_delete_while_creating = False
+        self.default_page_size = 20     # a listing's page without ``pageSize``
+        self.max_page_size = 100
         self.environments: Dict[int, Dict[str, Any]] = {}
         self.keypairs: Dict[int, Dict[str, Any]] = {}
         self.instances: Dict[int, Dict[str, Any]] = {}
@@ -200,13 +202,17 @@ class HyperstackApiFake(MarketplaceFake):
         return {"id": env["id"], "name": env["name"], "region": env["region"], "org_id": 1, "features": {}}
 
     def _paged(self, req, key: str, items: List[Dict[str, Any]]) -> Reply:
+        """``page``/``pageSize`` as the OpenAPI names them: any other query (``page_size``) is
+        ignored, as a server ignores what it does not read, so the default size applies; a
+        size over :attr:`max_page_size` is capped and the answer's ``page_size`` says so."""
         try:
             page = int(req.arg("page", "1"))
-            size = int(req.arg("page_size", "20"))
+            size = int(req.arg("pageSize", str(self.default_page_size)))
         except ValueError:
-            return error(400, "bad_request", "page and page_size must be integers")
-        if page < 1 or not 1 <= size <= 100:
-            return error(400, "bad_request", "page >= 1 and 1 <= page_size <= 100")
+            return error(400, "bad_request", "page and pageSize must be integers")
+        if page < 1 or size < 1:
+            return error(400, "bad_request", "page >= 1 and pageSize >= 1")
+        size = min(size, self.max_page_size)
         search = (req.arg("search") or "").lower()
         if search:
             items = [i for i in items if search in str(i.get("name", "")).lower() or search == str(i.get("id"))]

@@ -224,6 +224,24 @@ def test_port_randomization_on_hides_the_ssh_port(fake):
     assert found[1].journal_id is None and "port randomization" in found[1].reason
 
 
+@pytest.mark.parametrize("cap", [100, 7])
+def test_observe_reads_every_page_of_a_busy_environment(fake, cap):
+    """Listings page with ``page``/``pageSize`` (a ``page_size`` query is ignored and the
+    server's default page of 20 comes back); a server cap below the asked size still pages."""
+    fake.max_page_size, fake.quota = cap, 50
+    provider = _provider(fake)
+    offer = provider.plan(ResourceRequest(vm_name="x", gpu="A100-80GB"))[0]
+    prepared = provider.prepare(offer, _spec())
+    for n in range(25):   # someone else's VMs, listed before ours
+        requests.post(fake.api_url + "/core/virtual-machines", headers={"api_key": fake.token}, json={
+            "name": "other-%d" % n, "environment_name": prepared["environment_name"],
+            "image_name": provider.options["image_name"], "flavor_name": "n1-cpu-small",
+            "key_name": prepared["key_name"], "count": 1})
+    instance_id = provider.create(offer, prepared, _spec())
+    assert [o.instance_id for o in provider.observe(CANADA, "unit-hs")] == [instance_id]
+    assert {query["pageSize"][0] for _key, _method, _path, query, _body in fake.calls_of("vms.list")} == {"100"}
+
+
 # -- delete / cleanup ---------------------------------------------------------------------------
 
 def test_delete_unknown_deleting_and_still_creating(fake):

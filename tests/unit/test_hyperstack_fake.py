@@ -84,7 +84,14 @@ def test_in_use_keys_and_environments_are_not_deleted(fake, env):
 def test_paging_and_search(fake, env):
     for n in range(3):
         call(fake, "POST", "/core/virtual-machines", _vm(name="vm-%d" % n))
-    status, body = call(fake, "GET", "/core/virtual-machines?page=2&page_size=2")
+    status, body = call(fake, "GET", "/core/virtual-machines?page=2&pageSize=2")
     assert status == 200 and [i["name"] for i in body["instances"]] == ["vm-2"] and body["count"] == 3
+    assert body["page_size"] == 2
+    fake.default_page_size = 2   # the OpenAPI's query is pageSize: page_size is ignored
+    status, body = call(fake, "GET", "/core/virtual-machines?page_size=100")
+    assert [i["name"] for i in body["instances"]] == ["vm-0", "vm-1"] and body["page_size"] == 2
+    fake.max_page_size = 1       # a size over the server's cap is capped, and the answer says so
+    status, body = call(fake, "GET", "/core/virtual-machines?pageSize=100")
+    assert [i["name"] for i in body["instances"]] == ["vm-0"] and body["page_size"] == 1
     status, body = call(fake, "GET", "/core/virtual-machines?search=vm-1&environment=env&exact_environment_match=true")
     assert [i["name"] for i in body["instances"]] == ["vm-1"]

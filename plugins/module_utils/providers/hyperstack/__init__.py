@@ -35,7 +35,7 @@ one, so gpuprov keeps its own ``gpuprov-<region>`` per region.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
@@ -54,6 +54,25 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
 K3S_DIRECT_PORTS = (6443, 80, 443)
 PAGE_SIZE = 100
 ATTACHED = "ATTACHED"
+
+
+class Pages(PageNumber):
+    """Hyperstack's ``page``/``pageSize`` query (the OpenAPI's names: a ``page_size`` query is
+    ignored and the server's default size applies). A page shorter than the size the answer
+    reports in ``page_size`` (the server may cap ours) is the last."""
+
+    def __init__(self, size: int = PAGE_SIZE):
+        super().__init__(param="page", size_param="pageSize", size=size)
+
+    def follow(self, body: Any, url: str, params: Dict[str, Any], page: List[Any],
+               fetched: int) -> Optional[Tuple[str, Dict[str, Any]]]:
+        reported = body.get("page_size") if isinstance(body, dict) else None
+        size = self.size
+        if isinstance(reported, int) and not isinstance(reported, bool) and 0 < reported < size:
+            size = reported
+        if not page or len(page) < size:
+            return None
+        return url, dict(params, **{self.param: int(params[self.param]) + 1})
 
 
 def _checked_user_labels(tags: Dict[str, str]) -> None:
@@ -98,9 +117,8 @@ class HyperstackProvider(TypedOptionsProvider):
             method, path, MALFORMED_BODY, field or shape.__name__, body), block, status=200, code=MALFORMED_BODY)
 
     def _list(self, path: str, items: str, **params: Any) -> List[Dict[str, Any]]:
-        """Every item of a paged listing (``page``/``page_size``), dicts only."""
-        paging = PageNumber(param="page", size_param="page_size", size=PAGE_SIZE)
-        return [i for i in self.api.paginate(path, items=items, paging=paging, params=params) if isinstance(i, dict)]
+        """Every item of a paged listing (``page``/``pageSize``), dicts only."""
+        return [i for i in self.api.paginate(path, items=items, paging=Pages(), params=params) if isinstance(i, dict)]
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

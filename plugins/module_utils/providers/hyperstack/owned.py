@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The hyperstack adapter's listing for the orphan sweep (``Provider.list_owned``).
 
-Hyperstack's listings are account-wide (every environment, all ``page``/``page_size`` pages),
+Hyperstack's listings are account-wide (every environment, all ``page``/``pageSize`` pages),
 so ``sweep_locations`` is the single location ``ANY_REGION``; a region narrows the result.
 Everything sits in an environment, and an environment in one region: that is its location.
 

@@ -8,7 +8,8 @@ carry ``{"status": true, "message", <payload>}`` (the pricebook is a bare array)
   with ``stock_available`` (:meth:`sell_out` clears it); ``GET /pricebook`` prices one GPU
   of a model per hour.
 * Environments: keys and VMs live in one (``environment_name``); one that still holds a
-  VM, key, volume or firewall is refused deletion.
+  VM, key, volume, firewall or Kubernetes cluster (:meth:`add_volume`, :meth:`add_cluster`)
+  is refused deletion.
 * Lifecycle: a create is ``CREATING``; after ``boot_polls`` reads it is ``ACTIVE`` with
   ``vm_state`` active and an ATTACHED ``floating_ip`` with a real sshd behind it; a delete
   makes it ``DELETING`` and ``boot_polls`` reads later it is gone. With
@@ -95,6 +96,7 @@ class HyperstackApiFake(MarketplaceFake):
         self.instances: Dict[int, Dict[str, Any]] = {}
         self.volumes: Dict[int, Dict[str, Any]] = {}
         self.firewalls: Dict[int, Dict[str, Any]] = {}
+        self.clusters: Dict[int, Dict[str, Any]] = {}
         self._ids = itertools.count(1001)
         self._forwarders: Dict[int, PortForwarder] = {}
         self._next_address = 2
@@ -168,6 +170,16 @@ class HyperstackApiFake(MarketplaceFake):
                                        "bootable": False, "attachments": []}
             return volume_id
 
+    def add_cluster(self, environment: str, name: str = "someone-elses-k8s") -> int:
+        """A Kubernetes cluster of someone else's in ``environment`` (``environment_name``, as
+        the clusters API names it): it keeps the environment alive."""
+        with self.lock:
+            cluster_id = next(self._ids)
+            self.clusters[cluster_id] = {"id": cluster_id, "name": name, "environment_name": environment,
+                                         "status": "ACTIVE", "kubernetes_version": "1.30", "node_groups": [],
+                                         "nodes": []}
+            return cluster_id
+
     def live(self) -> List[Dict[str, Any]]:
         with self.lock:
             return [self.public(i) for i in self.instances.values()]
@@ -178,7 +190,8 @@ class HyperstackApiFake(MarketplaceFake):
                     | {"keypair:%s/%s" % (k["environment"]["name"], k["name"]) for k in self.keypairs.values()}
                     | {"vm:%s" % i for i in self.instances}
                     | {"volume:%s" % v["name"] for v in self.volumes.values()}
-                    | {"firewall:%s" % f["name"] for f in self.firewalls.values()})
+                    | {"firewall:%s" % f["name"] for f in self.firewalls.values()}
+                    | {"cluster:%s" % c["name"] for c in self.clusters.values()})
 
     def finish(self, instance_id: Any) -> None:
         """Push a VM to the end of its current phase (booted, or gone)."""
@@ -273,6 +286,8 @@ class HyperstackApiFake(MarketplaceFake):
         problems = self.check_fields(body, ("name", "region"))
         if problems:
             return self._invalid(problems)
+        if not isinstance(body["name"], str) or not 1 <= len(body["name"]) <= 50:
+            return self._invalid(["name: a string with a maximum length of 50 characters"])
         if body["region"] not in REGIONS:
             return self._invalid(["region: %s is not a region (%s)" % (body["region"], ", ".join(REGIONS))])
         if self._env_by_name(body["name"]):
@@ -290,6 +305,7 @@ class HyperstackApiFake(MarketplaceFake):
             return error(404, "not_found", "Environment not found")
         holders = [x for group in (self.instances, self.keypairs, self.volumes, self.firewalls)
                    for x in group.values() if x["environment"]["name"] == env["name"]]
+        holders += [c for c in self.clusters.values() if c["environment_name"] == env["name"]]
         if holders:
             return error(400, "bad_request", "Environment %s still has resources (virtual machines, keypairs, "
                                              "volumes or firewalls); delete them first" % env["name"])
@@ -307,6 +323,8 @@ class HyperstackApiFake(MarketplaceFake):
         problems = self.check_fields(body, ("name", "environment_name", "public_key"))
         if problems:
             return self._invalid(problems)
+        if not isinstance(body["name"], str) or not 1 <= len(body["name"]) <= 50:
+            return self._invalid(["name: a string with a maximum length of 50 characters"])
         env = self._env_by_name(body["environment_name"])
         if env is None:
             return error(404, "not_found", "Environment %s not found" % body["environment_name"])
@@ -333,13 +351,24 @@ class HyperstackApiFake(MarketplaceFake):
         return ok("Keypair deleted successfully")
 
     # -- volumes and firewalls (only listed: someone else's keep an environment) ----------
+    @staticmethod
+    def _in_environment(req, entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        wanted = req.arg("environment")
+        return [dict(e) for e in entries if not wanted or (e.get("environment") or {}).get("name", e.get(
+            "environment_name")) == wanted]
+
     @route("GET", P + r"/core/volumes", key="volumes.list")
     def list_volumes(self, req) -> Reply:
-        return self._paged(req, "volumes", [dict(v) for v in self.volumes.values()])
+        return self._paged(req, "volumes", self._in_environment(req, list(self.volumes.values())))
 
     @route("GET", P + r"/core/firewalls", key="firewalls.list")
     def list_firewalls(self, req) -> Reply:
-        return self._paged(req, "firewalls", [dict(f) for f in self.firewalls.values()])
+        return self._paged(req, "firewalls", self._in_environment(req, list(self.firewalls.values())))
+
+    @route("GET", P + r"/core/clusters", key="clusters.list")
+    def list_clusters(self, req) -> Reply:
+        """``{clusters}`` (ClusterListResponse carries no page fields), by ``environment``."""
+        return ok("Success", clusters=self._in_environment(req, list(self.clusters.values())))
 
     # -- virtual machines ----------------------------------------------------------------
     @route("GET", P + r"/core/virtual-machines", key="vms.list")

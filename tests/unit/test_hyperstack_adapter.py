@@ -287,6 +287,30 @@ def test_cleanup_keeps_an_environment_that_holds_anything_else(fake):
     assert fake.resources() == {"environment:gpuprov-CANADA-1", "volume:someone-elses-data"}
 
 
+def test_cleanup_never_tries_to_delete_an_environment_holding_a_cluster(fake):
+    provider = _provider(fake)
+    offer = provider.plan(ResourceRequest(vm_name="x", gpu="A100-80GB"))[0]
+    provider.prepare(offer, _spec(name="mine"))
+    fake.add_cluster("gpuprov-CANADA-1")
+    provider.cleanup(CANADA, "mine")
+    assert fake.resources() == {"environment:gpuprov-CANADA-1", "cluster:someone-elses-k8s"}
+    assert fake.calls_of("environments.delete") == []     # not even tried
+    listed = fake.calls_of("clusters.list")
+    assert listed and listed[-1][3]["environment"] == ["gpuprov-CANADA-1"]
+
+
+def test_cleanup_keeps_the_environment_when_a_listing_is_forbidden(fake):
+    from ansible_collections.gpuprov.cloud.tests.fakes.hyperstack_api import error
+    provider = _provider(fake)
+    offer = provider.plan(ResourceRequest(vm_name="x", gpu="A100-80GB"))[0]
+    provider.prepare(offer, _spec(name="mine"))
+    fake.fail_next("clusters.list", error(403, "forbidden", "You do not have permission to list clusters"))
+    provider.cleanup(CANADA, "mine")
+    assert fake.resources() == {"environment:gpuprov-CANADA-1"} and fake.calls_of("environments.delete") == []
+    provider.cleanup(CANADA, "mine")
+    assert fake.resources() == set()
+
+
 def test_cleanup_leaves_a_key_another_journals_vm_uses(fake):
     other = _provider(fake, journal_id="other-journal")
     _offer, _prepared, instance_id = _launch(other, ResourceRequest(vm_name="x", gpu="A100-80GB"), _spec())

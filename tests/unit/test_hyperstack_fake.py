@@ -69,6 +69,10 @@ def test_names_environments_keys_and_flavors_are_checked(fake, env):
     status, body = call(fake, "POST", "/core/keypairs", {"name": "k", "environment_name": "env", "public_key": KEY})
     assert status == 409 and body["error_reason"] == "already_exist"
     assert call(fake, "POST", "/core/environments", {"name": "env", "region": "CANADA-1"})[0] == 409
+    assert call(fake, "POST", "/core/environments", {"name": "e" * 51, "region": "CANADA-1"})[0] == 400
+    status, body = call(fake, "POST", "/core/keypairs", {"name": "k" * 51, "environment_name": "env",
+                                                         "public_key": KEY})
+    assert status == 400 and "maximum length of 50" in body["message"]
 
 
 def test_in_use_keys_and_environments_are_not_deleted(fake, env):
@@ -79,6 +83,12 @@ def test_in_use_keys_and_environments_are_not_deleted(fake, env):
     assert call(fake, "DELETE", "/core/keypair/%d" % key_id)[0] == 400
     status, body = call(fake, "DELETE", "/core/environments/%d" % env_id)
     assert status == 400 and "still has resources" in body["message"]
+    fake.add_cluster("other-env")
+    status, body = call(fake, "GET", "/core/clusters?environment=env")
+    assert status == 200 and body["clusters"] == []
+    fake.add_cluster("env")
+    status, body = call(fake, "GET", "/core/clusters?environment=env")
+    assert [c["environment_name"] for c in body["clusters"]] == ["env"]
 
 
 def test_paging_and_search(fake, env):

@@ -30,7 +30,7 @@ one, so gpuprov keeps its own ``gpuprov-<region>`` per region.
   already deleting; unknown = done. "Still being created" is Transient.
 * cleanup: deletes the VM's ``gpuprov-<vm>-`` keys that no other VM or journal uses
   (Transient while its own VM still holds them), then the environment when nothing at all
-  is left in it: no VM, key, volume or firewall of anyone.
+  is left in it: no VM, key, volume, firewall or Kubernetes cluster of anyone.
 """
 
 from __future__ import annotations
@@ -416,13 +416,21 @@ class HyperstackProvider(TypedOptionsProvider):
 
     def _remove_environment_if_empty(self, env: Dict[str, Any], instances: List[Dict[str, Any]],
                                      keys: List[Dict[str, Any]]) -> None:
-        """Delete ``env`` when it holds nothing of anyone's: no VM, key, volume or firewall."""
+        """Delete ``env`` when it holds nothing of anyone's: no VM, key, volume, firewall or
+        Kubernetes cluster. A listing this key may not read keeps it (an empty environment costs
+        nothing; deleting a full one is not ours to risk)."""
         name = env.get("name")
         if instances or keys or env.get("id") is None:
             return
-        for path, items in (("/core/volumes", "volumes"), ("/core/firewalls", "firewalls")):
-            if any(catalog.environment_of(x) == name for x in self._list(path, items)):
-                return
+        for path, items in (("/core/volumes", "volumes"), ("/core/firewalls", "firewalls"),
+                            ("/core/clusters", "clusters")):
+            try:
+                if any(catalog.environment_of(x) == name for x in self._list(path, items, environment=name)):
+                    return
+            except RestError as err:
+                if err.status in (403, 404, 405):
+                    return
+                raise
         try:
             self.api.delete("/core/environments/%s" % env["id"], allow_status=(404,))
         except RestError as err:

@@ -131,8 +131,12 @@ def tags_of(instance: Dict[str, Any]) -> Dict[str, str]:
 
 
 def environment_of(entry: Dict[str, Any]) -> Optional[str]:
-    """The environment name of an instance, key, volume or firewall (``environment`` {name})."""
+    """The environment name of an instance, key, volume or firewall (``environment`` {name}), or
+    of a Kubernetes cluster (``environment_name``)."""
     env = entry.get("environment")
     if isinstance(env, dict):
         return env.get("name")
-    return env if isinstance(env, str) else None
+    if isinstance(env, str):
+        return env
+    named = entry.get("environment_name")
+    return named if isinstance(named, str) else None

@@ -1,10 +1,15 @@
 """A fake of Verda's (formerly DataCrunch's) public API v1, on the marketplace fake base.
 
-Paths and shapes as verda-cloud/sdk-python calls them (the adapter's ``api_url`` is
-``fake.url + "/v1"``): ``POST /oauth2/token`` (client credentials, JSON), then a bearer
-token on ``/instance-types``, ``/instance-availability``, ``/instances`` (create answers
-the new id as plain text; ``PUT`` runs an action), ``/sshkeys``, ``/scripts`` and
-``/locations``. Errors are Verda's ``{"code", "message"}`` bodies.
+Paths and shapes as Verda's API reference documents them (api.verda.com/v1/docs and its
+OpenAPI schema; the adapter's ``api_url`` is ``fake.url + "/v1"``): ``POST /oauth2/token``
+(client credentials or refresh token, JSON), then a bearer token on ``/instance-types``,
+``/instance-availability`` (``is_spot``; ``isSpot`` the deprecated alias), ``/instances``
+(create requires instance_type, image, hostname and location_code, takes ``tags``, and
+answers the new id as plain text; ``PUT`` runs an action), ``/ssh-keys`` (``/sshkeys`` the
+deprecated alias), ``/scripts`` (paged: ``page``, ``pageSize`` 10 unless asked, at most
+100, newest first, ``name`` a partial-match filter) and ``/locations``. Errors are Verda's
+``{"code", "message"}`` bodies with its documented statuses: 429 rate_limit_exceeded with
+``Retry-After``, 503 service_unavailable for no capacity.
 
 Lifecycle: a new instance reads ``ordered``, then ``provisioning``, then ``running`` with
 an ``ip`` once ``boot_polls`` reads have happened; a deleted one reads ``deleting`` for
@@ -16,7 +21,9 @@ cloud's machinery) that authorises the instance's registered keys.
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
 import socket
 import uuid
 from typing import Any, Dict, List, Optional, Set
@@ -32,9 +39,10 @@ LOCATIONS = [
 ]
 ACTIONS = ("boot", "start", "shutdown", "force_shutdown", "delete", "discontinue", "hibernate", "restore",
            "configure_spot", "delete_stuck", "deploy", "transfer")
-CREATE_REQUIRED = ("instance_type", "image", "hostname", "description")
-CREATE_OPTIONAL = ("ssh_key_ids", "startup_script_id", "location_code", "os_volume", "volumes", "existing_volumes",
-                   "is_spot", "coupon", "contract", "pricing")
+CREATE_REQUIRED = ("instance_type", "image", "hostname", "location_code")
+CREATE_OPTIONAL = ("ssh_key_ids", "startup_script_id", "description", "tags", "os_volume", "volumes",
+                   "existing_volumes", "is_spot", "coupon", "contract", "pricing")
+TAGS_MAX, TAG_KEY_MAX, TAG_VALUE_MAX = 10, 63, 127
 IMAGES = ["ubuntu-24.04-cuda-12.8-open-docker", "ubuntu-24.04-cuda-13.0-open-docker", "ubuntu-22.04-cuda-12.0-docker"]
 
 
@@ -93,6 +101,7 @@ class VerdaApiFake(MarketplaceFake):
         self.ssh_port = self._free_port()
         self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
+        self._created = 0
 
     @property
     def api_url(self) -> str:
@@ -124,15 +133,15 @@ class VerdaApiFake(MarketplaceFake):
             self.token = "verda-access-" + uuid.uuid4().hex
 
     def fail_capacity(self) -> None:
-        self.fail_next("instances.create", _error(400, "invalid_request",
-                                                  "Not enough resources available for the selected instance type"))
+        self.fail_next("instances.create", _error(503, "service_unavailable",
+                                                  "Not enough resources to deploy a 1 GPU instance type"))
 
     def fail_funds(self) -> None:
         self.fail_next("instances.create", _error(402, "insufficient_funds",
                                                   "Insufficient funds to deploy this instance"))
 
     def rate_limit(self, key: str, retry_after: int = 7) -> None:
-        self.fail_next(key, _error(429, "service_unavailable", "Too many requests",
+        self.fail_next(key, _error(429, "rate_limit_exceeded", "Rate limit exceeded",
                                    headers={"Retry-After": str(retry_after)}))
 
     def server_error(self, key: str) -> None:
@@ -221,11 +230,11 @@ class VerdaApiFake(MarketplaceFake):
 
     @route("GET", r"/v1/instance-availability", key="instance-availability.list")
     def availability(self, req) -> Reply:
-        spot = req.arg("isSpot", "false")
+        spot = req.arg("is_spot", req.arg("isSpot", "false"))
         if spot not in ("true", "false"):
-            return _error(400, "invalid_request", "isSpot must be true or false")
+            return _error(400, "invalid_request", "is_spot must be true or false")
         stock = self.spot_stock if spot == "true" else self.stock
-        wanted = req.arg("location_code")
+        wanted = req.arg("location_code", req.arg("locationCode"))
         return Reply(200, [{"location_code": code, "availabilities": list(types)}
                            for code, types in stock.items() if wanted in (None, code)])
 
@@ -237,9 +246,15 @@ class VerdaApiFake(MarketplaceFake):
     @route("GET", r"/v1/instances", key="instances.list")
     def list_instances(self, req) -> Reply:
         wanted = req.arg("status")
+        tags = [t.split("=", 1) for t in req.query.get("tag", [])]
         for inst in list(self.instances.values()):
             self._advance(inst)
-        return Reply(200, [self.public(i) for i in self.instances.values() if wanted in (None, i["status"])])
+        return Reply(200, [self.public(i) for i in self.instances.values() if wanted in (None, i["status"])
+                           and all(self._tagged(i, tag) for tag in tags)])
+
+    @staticmethod
+    def _tagged(inst: Dict[str, Any], tag: List[str]) -> bool:
+        return any(t["key"] == tag[0].lower() and (len(tag) == 1 or t["value"] == tag[1]) for t in inst["tags"])
 
     @route("GET", r"/v1/instances/(?P<id>[^/]+)", key="instances.get")
     def get_instance(self, req) -> Reply:
@@ -259,9 +274,15 @@ class VerdaApiFake(MarketplaceFake):
             return ["Invalid instance type"]
         if body["image"] not in itype["supported_os"]:
             return ["Operating system is not valid for this instance type"]
-        if body.get("location_code", "FIN-03") not in [loc["code"] for loc in LOCATIONS]:
+        if body["location_code"] not in [loc["code"] for loc in LOCATIONS]:
             return ["Invalid location code"]
-        if len(str(body["description"])) > 100:
+        tags = body.get("tags") or []
+        if not isinstance(tags, list) or len(tags) > TAGS_MAX or any(
+                self.check_fields(t, ("key",), ("value",)) or len(str(t["key"])) > TAG_KEY_MAX
+                or len(str(t.get("value") or "")) > TAG_VALUE_MAX for t in tags):
+            return ["tags: at most %d of {key (<= %d chars), value (<= %d chars)}" % (TAGS_MAX, TAG_KEY_MAX,
+                                                                                      TAG_VALUE_MAX)]
+        if len(str(body.get("description") or "")) > 100:
             return ["description must be at most 100 characters"]
         if not all(k in self.ssh_keys for k in body.get("ssh_key_ids") or []):
             return ["Invalid ssh key id"]
@@ -278,10 +299,10 @@ class VerdaApiFake(MarketplaceFake):
         problems = self._create_problems(body)
         if problems:
             return _error(400, "invalid_request", "; ".join(problems))
-        location = body.get("location_code", "FIN-03")
+        location = body["location_code"]
         spot = bool(body.get("is_spot"))
         if body["instance_type"] not in (self.spot_stock if spot else self.stock).get(location, []):
-            return _error(400, "invalid_request", "Not enough resources available for %s in %s"
+            return _error(503, "service_unavailable", "Not enough resources to deploy instance type %s in %s"
                           % (body["instance_type"], location))
         itype = next(t for t in self.types if t["instance_type"] == body["instance_type"])
         instance_id, volume_id = str(uuid.uuid4()), str(uuid.uuid4())
@@ -289,7 +310,10 @@ class VerdaApiFake(MarketplaceFake):
         self.volumes[volume_id] = {"id": volume_id, "name": (body.get("os_volume") or {}).get("name"), "size": size}
         inst = {
             "id": instance_id, "instance_type": body["instance_type"], "hostname": body["hostname"],
-            "description": body["description"], "status": "ordered",
+            "description": body.get("description") or "", "status": "ordered",
+            "tags": [{"id": "tag_" + uuid.uuid4().hex[:22], "key": str(t["key"]).lower(),
+                      "value": str(t.get("value") or "")} for t in body.get("tags") or []],
+            "os_name": "Ubuntu 24.04", "volume_ids": [volume_id],
             "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "price_per_hour": float(itype["spot_price" if spot else "price_per_hour"]),
             "ssh_key_ids": list(body.get("ssh_key_ids") or []), "cpu": itype["cpu"], "gpu": itype["gpu"],
@@ -329,9 +353,6 @@ class VerdaApiFake(MarketplaceFake):
         return Reply(202, results)
 
     # -- ssh keys and startup scripts --------------------------------------------------
-    def _side_list(self, store: Dict[str, Dict[str, Any]]) -> Reply:
-        return Reply(200, [dict(item) for item in store.values()])
-
     def _side_create(self, req, store: Dict[str, Dict[str, Any]], field: str) -> Reply:
         body = req.json
         problems = self.check_fields(body, ("name", field))
@@ -340,7 +361,13 @@ class VerdaApiFake(MarketplaceFake):
         if field == "key" and len(str(body["key"]).split()) < 2:
             return _error(400, "invalid_request", "Invalid public key")
         new_id = str(uuid.uuid4())
+        self._created += 1
         store[new_id] = {"id": new_id, "name": body["name"], field: body[field]}
+        if field == "key":
+            store[new_id].update(fingerprint=_md5_fingerprint(body["key"]), created_by_user_id=None)
+        else:  # creation order, which the listing sorts by
+            store[new_id]["created_at"] = "2026-06-12T%02d:%02d:%02d.000Z" % (
+                self._created // 3600 % 24, self._created // 60 % 60, self._created % 60)
         return Reply(201, raw=new_id)
 
     def _side_delete(self, req, store: Dict[str, Dict[str, Any]], list_field: str) -> Reply:
@@ -351,21 +378,31 @@ class VerdaApiFake(MarketplaceFake):
             store.pop(item_id)
         return Reply(200)
 
-    @route("GET", r"/v1/sshkeys", key="sshkeys.list")
+    @route("GET", r"/v1/(?:ssh-keys|sshkeys)", key="sshkeys.list")
     def list_keys(self, req) -> Reply:
-        return self._side_list(self.ssh_keys)
+        return Reply(200, [dict(item) for item in self.ssh_keys.values()])
 
-    @route("POST", r"/v1/sshkeys", key="sshkeys.create")
+    @route("POST", r"/v1/(?:ssh-keys|sshkeys)", key="sshkeys.create")
     def create_key(self, req) -> Reply:
         return self._side_create(req, self.ssh_keys, "key")
 
-    @route("DELETE", r"/v1/sshkeys(?:/(?P<id>[^/]+))?", key="sshkeys.delete")
+    @route("DELETE", r"/v1/(?:ssh-keys|sshkeys)(?:/(?P<id>[^/]+))?", key="sshkeys.delete")
     def delete_key(self, req) -> Reply:
         return self._side_delete(req, self.ssh_keys, "keys")
 
     @route("GET", r"/v1/scripts", key="scripts.list")
     def list_scripts(self, req) -> Reply:
-        return self._side_list(self.scripts)
+        try:
+            page, size = int(req.arg("page", "1")), int(req.arg("pageSize", "10"))
+        except ValueError:
+            return _error(400, "invalid_request", "page and pageSize must be numbers")
+        if page < 1 or not 1 <= size <= 100:
+            return _error(400, "invalid_request", "page >= 1, 1 <= pageSize <= 100")
+        name = req.arg("name") or ""
+        found = sorted((s for s in self.scripts.values() if name in s["name"]), key=lambda s: s["created_at"],
+                       reverse=req.arg("orderDirection", "desc") == "desc")
+        return Reply(200, [dict(s) for s in found[(page - 1) * size:page * size]],
+                     headers={"X-Page": str(page), "X-Page-Size": str(size), "X-Total-Count": str(len(found))})
 
     @route("POST", r"/v1/scripts", key="scripts.create")
     def create_script(self, req) -> Reply:
@@ -374,3 +411,13 @@ class VerdaApiFake(MarketplaceFake):
     @route("DELETE", r"/v1/scripts(?:/(?P<id>[^/]+))?", key="scripts.delete")
     def delete_script(self, req) -> Reply:
         return self._side_delete(req, self.scripts, "scripts")
+
+
+def _md5_fingerprint(public_key: str) -> Optional[str]:
+    """``ssh-keygen -E md5`` of a key line, colon-separated; None when it does not parse."""
+    try:
+        blob = base64.b64decode(public_key.split()[1], validate=True)
+    except (IndexError, ValueError):
+        return None
+    digest = hashlib.md5(blob).hexdigest()  # nosec - the vendor's fingerprint format, not security
+    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))

@@ -50,7 +50,7 @@ def test_list_owned_lists_instances_keys_and_scripts_of_every_journal(fake):
     _offer, other_prep, other = launch(make(fake, OTHER), "own2")
     _offer, legacy_prep, legacy = launch(make(fake), "own3")
     # Without gpuprov's identity: an instance of a VM's hostname without the description, a key named otherwise.
-    fake.instances["stranger"] = dict(fake.instances[mine], id="stranger", description="my own box")
+    fake.instances["stranger"] = dict(fake.instances[mine], id="stranger", description="my own box", tags=[])
     fake.ssh_keys["laptop"] = dict(fake.ssh_keys[mine_prep["ssh_key_id"]], id="laptop", name="laptop")
 
     found = make(fake, JOURNAL).list_owned(EVERYWHERE)

@@ -62,7 +62,8 @@ def test_plan_maps_types_availability_and_prices(fake):
     assert offers[0].detail["image"] == "ubuntu-24.04-cuda-12.8-open-docker"
     assert all(Offer.from_dict(json.loads(json.dumps(o.to_dict()))) == o for o in offers)
     assert [c[3] for c in fake.calls_of("instance-types.list")] == [{"currency": ["usd"]}]
-    assert [c[3] for c in fake.calls_of("instance-availability.list")] == [{"isSpot": ["false"]}]
+    # is_spot, as the API reference spells it (isSpot is its deprecated alias).
+    assert [c[3] for c in fake.calls_of("instance-availability.list")] == [{"is_spot": ["false"]}]
 
 
 def test_plan_orders_available_then_cheapest_and_honours_regions(fake):
@@ -99,7 +100,7 @@ def test_plan_spot_uses_spot_prices_and_stock(fake):
     assert [(o.region, o.available, o.price_per_hour, o.spot) for o in offers] == [
         ("FIN-03", True, 0.88, True), ("FIN-01", False, 0.88, True), ("ICE-01", False, 0.88, True)]
     assert offers[1].unavailable_reason == "Verda lists no spot 1H100.80S.30V capacity in FIN-01 now"
-    assert [c[3] for c in fake.calls_of("instance-availability.list")] == [{"isSpot": ["true"]}]
+    assert [c[3] for c in fake.calls_of("instance-availability.list")] == [{"is_spot": ["true"]}]
 
 
 def test_plan_images_follow_supported_os(fake):
@@ -164,9 +165,12 @@ def test_create_sends_the_documented_body_and_reads_a_text_id(fake):
     assert body == {
         "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "unit-verda",
         "description": "gpuprov-vm-name=unit-verda gpuprov-journal-id=%s" % JOURNAL, "location_code": "FIN-01",
+        "tags": [{"key": "gpuprov-vm-name", "value": "unit-verda"}, {"key": "gpuprov-journal-id", "value": JOURNAL}],
         "ssh_key_ids": [prepared["ssh_key_id"]], "startup_script_id": prepared["startup_script_id"],
         "os_volume": {"name": "gpuprov-unit-verda-os", "size": 100}, "is_spot": False}
     assert instance_id in fake.instances
+    # the SSH key and the script at their current paths (/sshkeys is the deprecated alias)
+    assert {c[2] for c in fake.calls if c[0].startswith("sshkeys.")} == {"/v1/ssh-keys"}
     assert fake.scripts[prepared["startup_script_id"]]["script"] == "#!/bin/sh\nexport A='1'\necho hi"
 
 
@@ -199,7 +203,7 @@ def test_prepare_registers_the_vms_own_key_and_leaves_others_alone(fake):
 def test_observe_endpoint_only_when_running_and_ignores_strangers(fake):
     provider = _provider(fake)
     offer, _prepared, instance_id = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"), _spec())
-    fake.instances["stranger"] = dict(fake.instances[instance_id], id="stranger", description="hand made")
+    fake.instances["stranger"] = dict(fake.instances[instance_id], id="stranger", description="hand made", tags=[])
     first = provider.observe(offer.location, "unit-verda")
     assert [(o.instance_id, o.status, o.endpoint, o.journal_id) for o in first] == [
         (instance_id, Status.PENDING, None, JOURNAL)]
@@ -257,6 +261,47 @@ def test_cleanup_takes_only_this_vm_and_journal(fake):
     provider.cleanup(offer.location, "unit-verda")
     assert {fake.ssh_keys[k]["name"] for k in fake.ssh_keys} == {
         catalog.side_name("unit-verda-b", " ".join(KEY.split()[:2]), JOURNAL)}
+
+
+def test_scripts_are_found_and_cleaned_past_the_first_page(fake):
+    # GET /scripts answers 10 scripts unless asked for more, newest first: this VM's script
+    # sits on a later page once a dozen newer ones exist.
+    provider = _provider(fake)
+    offer = provider.plan(ResourceRequest(vm_name="unit-verda", gpu="H100"))[0]
+    script_id = provider.prepare(offer, _spec())["startup_script_id"]
+    for number in range(12):
+        fake.scripts["s%d" % number] = {"id": "s%d" % number, "name": "user script %d" % number, "script": "true",
+                                        "created_at": "2027-01-01T00:00:%02d.000Z" % number}
+    assert provider.prepare(offer, _spec())["startup_script_id"] == script_id  # reused, not made twice
+    assert len(fake.scripts) == 13
+    provider.cleanup(offer.location, "unit-verda")
+    assert sorted(fake.scripts) == sorted("s%d" % n for n in range(12))
+    assert {c[3].get("pageSize", [None])[0] for c in fake.calls_of("scripts.list")} == {"100"}
+
+
+def test_observe_reads_the_identity_from_tags_too(fake):
+    provider = _provider(fake)
+    _offer, _prepared, instance_id = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"),
+                                             _spec(script=False))
+    fake.instances[instance_id]["description"] = ""  # edited in the console: the tags still say whose it is
+    seen = provider.observe(Location("verda", "FIN-01"), "unit-verda")
+    assert [(o.instance_id, o.journal_id) for o in seen] == [(instance_id, JOURNAL)]
+    fake.instances[instance_id]["tags"] = [{"id": "tag_1", "key": "gpuprov-vm-name", "value": "someone-else"}]
+    assert provider.observe(Location("verda", "FIN-01"), "unit-verda") == []
+
+
+def test_out_of_capacity_is_verdas_503_service_unavailable(fake):
+    provider = _provider(fake)
+    offer, prepared, _made = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"),
+                                     _spec(script=False))
+    fake.fail_capacity()
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, _spec(script=False))
+    assert info.value.kind == ErrorKind.CAPACITY and info.value.status == 503
+    fake.fail_next("instances.create", Reply(503, {"code": "service_unavailable", "message": "Try again later"}))
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, _spec(script=False))
+    assert info.value.kind == ErrorKind.CAPACITY
 
 
 def dataclasses_replace_key(spec):

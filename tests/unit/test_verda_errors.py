@@ -29,9 +29,14 @@ ROWS = [
     ((400, "invalid_request", "Invalid instance type"), (K.INVALID_REQUEST, None)),
     ((404, "not_found", "Invalid instance id"), (K.INVALID_REQUEST, None)),
     ((500, "server_error", "Internal server error"), (K.TRANSIENT, None)),
-    ((503, "service_unavailable", "Service unavailable"), (K.TRANSIENT, None)),
-    ((200, "service_unavailable", "maintenance"), (K.TRANSIENT, None)),
+    # The API reference: service_unavailable (503) is "Not enough resources at the moment".
+    ((503, "service_unavailable", "No capacity available"), (K.CAPACITY, None)),
+    ((503, "service_unavailable", "Service unavailable"), (K.CAPACITY, None)),
     ((429, None, "Too many requests"), (K.TRANSIENT, None)),
+    # rate_limit_exceeded is throttling, not an account quota, whatever the message says.
+    ((429, "rate_limit_exceeded", "Rate limit exceeded"), (K.TRANSIENT, None)),
+    ((429, None, "Endpoint limit exceeded, project quota 500 requests per minute"), (K.TRANSIENT, None)),
+    ((503, None, "<html>Service Unavailable</html>"), (K.TRANSIENT, None)),
     ((502, None, "<html>Bad gateway</html>"), (K.TRANSIENT, None)),
     ((200, "gpuprov/malformed-body", "<html>"), (K.FAILED, None)),
     ((401, None, ""), (K.CREDENTIALS, B.CLOUD)),

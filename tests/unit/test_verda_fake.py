@@ -58,11 +58,21 @@ def test_create_refuses_unknown_and_missing_fields(fake):
     token = _token(fake)
     answer = _call(fake, "POST", "/instances", token, json={
         "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
-        "description": "d", "tags": {"a": "b"}})
+        "location_code": "FIN-01", "labels": {"a": "b"}})
     assert answer.status_code == 400 and answer.json()["code"] == "invalid_request"
-    assert "unknown field 'tags'" in answer.json()["message"]
+    assert "unknown field 'labels'" in answer.json()["message"]
     answer = _call(fake, "POST", "/instances", token, json={"instance_type": "1H100.80S.30V", "hostname": "h"})
     assert "missing field 'image'" in answer.json()["message"]
+    # location_code is required (API changelog 2026-03-19); the description is not
+    answer = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h"})
+    assert answer.status_code == 400 and "missing field 'location_code'" in answer.json()["message"]
+    for tags in ({"a": "b"}, [{"value": "v"}], [{"key": "k" * 64}], [{"key": "k", "value": "v" * 128}],
+                 [{"key": "k%d" % i} for i in range(11)], [{"key": "k", "colour": "red"}]):
+        answer = _call(fake, "POST", "/instances", token, json={
+            "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+            "location_code": "FIN-01", "tags": tags})
+        assert answer.status_code == 400 and answer.json()["message"].startswith("tags:"), tags
     answer = _call(fake, "POST", "/instances", token, data="{not json")
     assert answer.status_code == 400 and answer.json()["code"] == "invalid_request"
 
@@ -101,10 +111,41 @@ def test_capacity_and_unknown_ids_are_refused_as_verda_does(fake):
     answer = _call(fake, "POST", "/instances", token, json={
         "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
         "description": "d", "location_code": "ICE-01"})
-    assert answer.status_code == 400 and "Not enough resources" in answer.json()["message"]
+    assert answer.status_code == 503 and answer.json()["code"] == "service_unavailable"
+    assert "Not enough resources" in answer.json()["message"]
     answer = _call(fake, "PUT", "/instances", token, json={"id": ["nope"], "action": "delete"})
     assert answer.status_code == 400 and answer.json()["message"] == "Invalid instance id"
     answer = _call(fake, "POST", "/instances", token, json={
         "instance_type": "1V100.6V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
         "description": "d", "location_code": "FIN-01"})
     assert answer.json()["message"] == "Operating system is not valid for this instance type"
+
+
+def test_tags_are_stored_lowercased_and_filter_the_listing(fake):
+    token = _token(fake)
+    made = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "location_code": "FIN-01", "tags": [{"key": "Team", "value": "ml"}, {"key": "benchmark"}]}).text
+    inst = _call(fake, "GET", "/instances/" + made, token).json()
+    assert [(t["key"], t["value"]) for t in inst["tags"]] == [("team", "ml"), ("benchmark", "")]
+    assert inst["description"] == ""
+    assert [i["id"] for i in _call(fake, "GET", "/instances", token, params={"tag": "team=ml"}).json()] == [made]
+    assert _call(fake, "GET", "/instances", token, params={"tag": ["team=ml", "other"]}).json() == []
+
+
+def test_scripts_page_ten_by_default_newest_first_and_keys_answer_at_both_paths(fake):
+    token = _token(fake)
+    made = [_call(fake, "POST", "/scripts", token, json={"name": "s%02d" % i, "script": "#!/bin/sh"}).text
+            for i in range(12)]
+    first = _call(fake, "GET", "/scripts", token)
+    assert [s["id"] for s in first.json()] == made[::-1][:10] and first.headers["X-Total-Count"] == "12"
+    second = _call(fake, "GET", "/scripts", token, params={"page": 2, "pageSize": 10}).json()
+    assert [s["id"] for s in second] == made[1::-1]
+    assert _call(fake, "GET", "/scripts", token, params={"pageSize": 101}).status_code == 400
+    assert [s["name"] for s in _call(fake, "GET", "/scripts", token, params={"name": "s1"}).json()] == [
+        "s11", "s10"]
+    key_id = _call(fake, "POST", "/ssh-keys", token, json={"name": "k", "key": KEY}).text
+    listed = _call(fake, "GET", "/sshkeys", token).json()
+    assert [k["id"] for k in listed] == [key_id]
+    assert set(listed[0]) == {"id", "name", "key", "fingerprint", "created_by_user_id"}
+    assert _call(fake, "DELETE", "/ssh-keys/" + key_id, token).status_code == 200 and fake.ssh_keys == {}

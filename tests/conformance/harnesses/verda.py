@@ -7,11 +7,11 @@ primitive's first request:
 ================  ==========================================================  ==================
 kind              how                                                         primitives
 ================  ==========================================================  ==================
-Transient         HTTP 429 service_unavailable with Retry-After               all six
+Transient         HTTP 429 rate_limit_exceeded with Retry-After               all six
 Credentials       HTTP 401 unauthorized_request, twice (the client fetches    all six
                   a new token after the first and resends once)
 InvalidRequest    HTTP 400 invalid_request "Invalid action"                   all six
-Capacity          HTTP 400 invalid_request "Not enough resources ..."         create
+Capacity          HTTP 503 service_unavailable "Not enough resources ..."     create
 Quota             HTTP 402 insufficient_funds                                 create
 Unavailable       HTTP 400 "Operating system is not valid for this            create
                   instance type"
@@ -48,8 +48,8 @@ FIRST_CALL = {
     "observe": "instances.list", "delete": "instances.action", "cleanup": "sshkeys.list",
 }
 CREATE_ONLY = {
-    K.CAPACITY: Reply(400, {"code": "invalid_request",
-                            "message": "Not enough resources available for 1H100.80S.30V in FIN-01"}),
+    K.CAPACITY: Reply(503, {"code": "service_unavailable",
+                            "message": "Not enough resources to deploy a 1 GPU instance type 1H100.80S.30V in FIN-01"}),
     K.QUOTA: Reply(402, {"code": "insufficient_funds", "message": "Insufficient funds to deploy this instance"}),
     K.UNAVAILABLE: Reply(400, {"code": "invalid_request",
                                "message": "Operating system is not valid for this instance type"}),

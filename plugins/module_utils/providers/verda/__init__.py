@@ -9,28 +9,31 @@ VERDA_CLIENT_SECRET, as Verda's SDK examples read them) are traded at
 ``<api_url>/oauth2/token`` for a bearer token, fetched again when it expires or the
 API refuses it (rest.ClientCredentialsToken).
 
-Calls (api.verda.com/v1, as verda-cloud/sdk-python makes them):
+Calls (api.verda.com/v1, as its API reference documents them; the Python SDK still uses
+the deprecated ``/sshkeys`` and ``isSpot`` spellings):
 
-* plan: ``GET /instance-types?currency=usd`` x ``GET /instance-availability?isSpot=``
+* plan: ``GET /instance-types?currency=usd`` x ``GET /instance-availability?is_spot=``
   (every location at once): a type listed in a location is an available offer, a
   type not listed there an unavailable one with the reason. Prices are the type's
   ``price_per_hour`` (or ``spot_price``), USD per hour for the whole instance.
-* prepare: the VM's own SSH key (``GET``/``POST /sshkeys``; reused when this VM's name
+* prepare: the VM's own SSH key (``GET``/``POST /ssh-keys``; reused when this VM's name
   for it is already registered with the same material) and, when the spec has a boot
-  script, a startup script (``GET``/``POST /scripts``), each named ``gpuprov-<vm>-<12 hex of
+  script, a startup script (``GET /scripts``, paged by ``page``/``pageSize``, and
+  ``POST /scripts``), each named ``gpuprov-<vm>-<12 hex of
   sha256 of its material>-j<8 hex of sha256 of the journal id>``.
-* create: one ``POST /instances`` (hostname = the VM name, description = the identity,
-  ``startup_script_id``); Verda answers the new id as plain text.
+* create: one ``POST /instances`` (hostname = the VM name, description and ``tags`` = the
+  identity, ``startup_script_id``); Verda answers the new id as plain text.
 * observe: ``GET /instances``, kept by hostname, location and an identity description.
 * delete: ``PUT /instances {"id": [id], "action": "delete"}`` per id (the OS volume
   goes with it: the API's default when no ``volume_ids`` are named).
-* cleanup: ``DELETE /sshkeys/{id}`` and ``DELETE /scripts/{id}`` of this VM's and this
+* cleanup: ``DELETE /ssh-keys/{id}`` and ``DELETE /scripts/{id}`` of this VM's and this
   journal's names.
 
-Identity: Verda instances have no tags in the API the Python SDK uses, so the hostname
-is the VM name and the description reads ``gpuprov-vm-name=<vm> gpuprov-journal-id=<id>``
-(the journal id alone when both exceed Verda's 100 characters). An instance of that
-hostname without such a description is someone else's and never observed.
+Identity: the hostname is the VM name, the tags are ``gpuprov-vm-name`` and
+``gpuprov-journal-id``, and the description reads ``gpuprov-vm-name=<vm>
+gpuprov-journal-id=<id>`` (the journal id alone when both exceed Verda's 100 characters;
+instances made before tags carry only the description). An instance of that hostname
+with neither is someone else's and never observed.
 
 Firewall: Verda has no firewall API; an instance's public address has every port
 open. ``allowed_cidrs`` is not enforced on this cloud (the docs say so), and the k3s
@@ -53,7 +56,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_opti
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
-    MALFORMED_BODY, ClientCredentialsToken, RestClient, RestError,
+    MALFORMED_BODY, ClientCredentialsToken, PageNumber, RestClient, RestError,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda.errors import GONE_MESSAGE, RULES
@@ -72,6 +75,10 @@ STATUS_MAP = {
     "error": Status.FAILED, "no_capacity": Status.FAILED, "installation_failed": Status.FAILED,
 }
 GONE_STATUSES = ("discontinued", "notfound")
+SSH_KEYS = "ssh-keys"   # /sshkeys is the deprecated alias
+SCRIPTS = "scripts"
+# GET /scripts pages (pageSize 10 unless asked, 100 at most), newest first.
+SCRIPT_PAGING = PageNumber(param="page", size_param="pageSize", size=100)
 # Verda's own fields that diagnose shows.
 VENDOR_FIELDS = ("status", "instance_type", "location", "ip", "image", "is_spot", "price_per_hour",
                  "startup_script_id", "os_volume_id", "created_at")
@@ -111,8 +118,12 @@ class VerdaProvider(TypedOptionsProvider):
         return self._client
 
     def _list(self, path: str, params: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
-        """A listing whose body is a JSON list of objects (Verda pages none of them)."""
-        items = list(self._api().paginate(path, params=params, max_pages=1))
+        """A listing whose body is a JSON list of objects: every page of ``/scripts``, the
+        one page of the others (they take no paging parameters)."""
+        if path == SCRIPTS:
+            items = list(self._api().paginate(path, params=params, paging=SCRIPT_PAGING))
+        else:
+            items = list(self._api().paginate(path, params=params, max_pages=1))
         bad = [item for item in items if not isinstance(item, dict)]
         if bad:
             raise self._malformed("GET", path, "expected a list of objects, got an item %.80r" % (bad[0],))
@@ -162,7 +173,7 @@ class VerdaProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: expected a positive integer, got %r" % (count,))
         spot = bool(request.spot)
         types = self._list("instance-types", {"currency": "usd"})
-        stock = self._list("instance-availability", {"isSpot": "true" if spot else "false"})
+        stock = self._list("instance-availability", {"is_spot": "true" if spot else "false"})
         available: Dict[str, set] = {}
         for location in stock:
             code, listed = location.get("location_code"), location.get("availabilities")
@@ -219,19 +230,19 @@ class VerdaProvider(TypedOptionsProvider):
         # takes one public key under several names (dstack registers it once per instance), and
         # a key shared with another VM would go with that VM's cleanup while this one needs it.
         key_name = catalog.side_name(vm, blob, self.journal_id)
-        registered = next((k for k in self._list("sshkeys")
+        registered = next((k for k in self._list(SSH_KEYS)
                            if k.get("name") == key_name and _key_blob(k.get("key")) == blob), None)
         if registered is not None:
             key_id = str(registered.get("id"))
         else:
-            key_id = self._post_id("sshkeys", {"name": key_name, "key": public_key})
+            key_id = self._post_id(SSH_KEYS, {"name": key_name, "key": public_key})
         script_id = None
         if spec.boot_script is not None:
             text = spec.boot_script.to_shell()
             name = catalog.side_name(vm, text, self.journal_id)
-            found = next((s for s in self._list("scripts") if s.get("name") == name and s.get("script") == text),
+            found = next((s for s in self._list(SCRIPTS) if s.get("name") == name and s.get("script") == text),
                          None)
-            script_id = str(found.get("id")) if found else self._post_id("scripts", {"name": name, "script": text})
+            script_id = str(found.get("id")) if found else self._post_id(SCRIPTS, {"name": name, "script": text})
         return {"ssh_key_id": key_id, "startup_script_id": script_id, "ssh_user": self._ssh_user()}
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
@@ -241,6 +252,7 @@ class VerdaProvider(TypedOptionsProvider):
             "image": (offer.detail or {}).get("image") or self.options["image"] or DEFAULT_IMAGE,
             "hostname": vm,
             "description": catalog.description(vm, self.journal_id),
+            "tags": catalog.identity_tags(vm, self.journal_id),
             "location_code": offer.region,
             "ssh_key_ids": [prepared["ssh_key_id"]],
             "os_volume": {"name": "gpuprov-%s-os" % vm, "size": self.options["os_volume_size_gb"]},
@@ -269,7 +281,7 @@ class VerdaProvider(TypedOptionsProvider):
         vm = validate_vm_name(vm_name)
         found = []
         for inst in self._list("instances"):
-            if inst.get("hostname") != vm or not catalog.carries_identity(inst.get("description"), vm):
+            if not catalog.ours(inst, vm):
                 continue
             if location.region and inst.get("location") not in (None, location.region):
                 continue
@@ -285,7 +297,7 @@ class VerdaProvider(TypedOptionsProvider):
             found.append((Observed(
                 instance_id=str(inst.get("id")), status=status, reason=reason, endpoint=endpoint,
                 location=Location(self.name, str(inst.get("location") or location.region)),
-                journal_id=catalog.journal_of(inst.get("description"))), inst))
+                journal_id=catalog.instance_journal(inst)), inst))
         return found
 
     def sweep_locations(self) -> List[Location]:
@@ -322,7 +334,7 @@ class VerdaProvider(TypedOptionsProvider):
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         vm = validate_vm_name(vm_name)
-        for path in ("sshkeys", "scripts"):
+        for path in (SSH_KEYS, SCRIPTS):
             for item in self._list(path):
                 if catalog.cleanable(item.get("name"), vm, self.journal_id):
                     self._api().delete("%s/%s" % (path, item.get("id")), allow_status=(404,))

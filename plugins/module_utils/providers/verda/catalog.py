@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, ErrorKind, ProviderError,
@@ -121,3 +121,43 @@ def journal_of(text: Any) -> Optional[str]:
     """The journal id an instance description carries, None when it carries none."""
     found = _JOURNAL_IN_DESCRIPTION.search(text) if isinstance(text, str) else None
     return found.group(1) if found else None
+
+
+# -- tags (api.verda.com/v1/docs, changelog 2026-09-11 "Resource tags") -------------------
+#
+# POST /v1/instances takes ``tags`` [{key (<= 63 chars, lowercased by the API), value
+# (<= 127 chars)}], at most 10, and every instance read carries ``tags`` [{id, key, value}].
+# The identity goes there too; the description stays the record for instances made before.
+
+TAG_VALUE_MAX = 127
+
+
+def identity_tags(vm_name: str, journal_id: Optional[str]) -> List[Dict[str, str]]:
+    """``[{key: gpuprov-vm-name, value: <vm>}, {key: gpuprov-journal-id, value: <id>}]``
+    (the journal id left out when longer than a tag value may be: the description has it)."""
+    made = [{"key": VM_NAME_TAG, "value": vm_name}]
+    if journal_id and len(journal_id) <= TAG_VALUE_MAX:
+        made.append({"key": JOURNAL_ID_TAG, "value": journal_id})
+    return made
+
+
+def tag_value(instance: Dict[str, Any], key: str) -> Optional[str]:
+    """The value of an instance's tag ``key`` (compared lowercased, as the API stores keys)."""
+    tags = instance.get("tags")
+    for tag in tags if isinstance(tags, list) else []:
+        if isinstance(tag, dict) and str(tag.get("key") or "").lower() == key.lower():
+            value = tag.get("value")
+            return str(value) if value not in (None, "") else None
+    return None
+
+
+def ours(instance: Dict[str, Any], vm_name: str) -> bool:
+    """Whether an instance was made by this collection for ``vm_name``: its hostname, and
+    its description or its tags carrying the identity (a hand-made namesake never is)."""
+    return instance.get("hostname") == vm_name and (
+        carries_identity(instance.get("description"), vm_name) or tag_value(instance, VM_NAME_TAG) == vm_name)
+
+
+def instance_journal(instance: Dict[str, Any]) -> Optional[str]:
+    """The journal id an instance carries, in its description or its tags."""
+    return journal_of(instance.get("description")) or tag_value(instance, JOURNAL_ID_TAG)

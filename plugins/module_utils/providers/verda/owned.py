@@ -6,7 +6,7 @@
 Verda's listings (``GET /instances``, ``/sshkeys``, ``/scripts``) are account-wide and
 unpaginated, so ``sweep_locations`` is the single location ``ANY_REGION``.
 
-* instances whose description carries gpuprov's identity (``gpuprov-vm-name=<vm>``
+* instances whose description or tags carry gpuprov's identity (``gpuprov-vm-name=<vm>``
   and/or ``gpuprov-journal-id=<id>``; the hostname is the VM name), with their status and
   ``price_per_hour``; discontinued ones are gone and omitted. Their OS volume goes with them.
 * SSH keys and startup scripts (account-wide, region ``global``) named
@@ -25,10 +25,12 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import (
     GLOBAL, UNPLACED, journal_of_mark, lists_global, lists_region,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda import GONE_STATUSES, STATUS_MAP, catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda import (
+    GONE_STATUSES, SCRIPTS, SSH_KEYS, STATUS_MAP, catalog,
+)
 
 _SIDE_RE = re.compile(r"^gpuprov-(?P<vm>.+)-[0-9a-f]{12}(?:-j(?P<mark>[0-9a-f]{8}))?$")
-_SIDE_KINDS = (("sshkeys", ResourceKind.SSH_KEY), ("scripts", ResourceKind.OTHER))
+_SIDE_KINDS = ((SSH_KEYS, ResourceKind.SSH_KEY), (SCRIPTS, ResourceKind.OTHER))
 
 
 def sweep_locations(provider) -> List[Location]:
@@ -42,13 +44,13 @@ def list_owned(provider, location: Location) -> List[Owned]:
         vm = str(inst.get("hostname") or "")
         region = str(inst.get("location") or UNPLACED)
         raw = str(inst.get("status") or "unknown")
-        if (not vm or not catalog.carries_identity(inst.get("description"), vm) or raw in GONE_STATUSES
+        if (not vm or not catalog.ours(inst, vm) or raw in GONE_STATUSES
                 or not inst.get("id") or not lists_region(location, region)):
             continue
         described = dict(w.split("=", 1) for w in str(inst.get("description")).split() if "=" in w)
         found.append(Owned(
             kind=ResourceKind.INSTANCE, resource_id=str(inst["id"]), location=Location(provider.name, region),
-            vm_name=described.get(VM_NAME_TAG) or vm, journal_id=catalog.journal_of(inst.get("description")),
+            vm_name=described.get(VM_NAME_TAG) or vm, journal_id=catalog.instance_journal(inst),
             status=STATUS_MAP.get(raw, Status.PENDING), price_per_hour=catalog.price(inst.get("price_per_hour")),
             name=vm))
     if lists_global(location):

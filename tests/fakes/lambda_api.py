@@ -13,9 +13,13 @@ body); auth is ``Authorization: Bearer <key>`` or basic auth with the key as use
   on ``self.ssh_port`` there to its sshd: Lambda reports only an ``ip``, so the port is
   the same for all (the adapter's ``ssh_port`` option) and the address tells them apart.
 * Refusals: unknown or missing fields (global/invalid-parameters with field_errors), a
-  bad key (global/invalid-api-key), an SSH key or ruleset that does not exist, a ruleset
-  of another region, a region without capacity (insufficient-capacity), more instances
-  than ``quota`` (global/quota-exceeded), deleting a key or ruleset in use.
+  tag or image Lambda's launch schema refuses, a rule without a description or with a
+  source that is not an IPv4 network, a bad key (global/invalid-api-key), an SSH key or
+  ruleset that does not exist, a ruleset of another region, a region without capacity
+  (insufficient-capacity), more instances than ``quota`` (global/quota-exceeded),
+  deleting a key or ruleset in use, a ruleset name taken (409 global/internal-error, the
+  spec's only 409 there). Optional instance fields (ip, hostname, ...) are absent until
+  known, not null.
 * Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`,
   :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
 """
@@ -23,6 +27,8 @@ body); auth is ``Authorization: Bearer <key>`` or basic auth with the key as use
 from __future__ import annotations
 
 import base64
+import ipaddress
+import re
 import socket
 import uuid
 from typing import Any, Dict, List, Optional
@@ -57,6 +63,9 @@ ACTIONS = ("migrate", "rebuild", "restart", "cold_reboot", "terminate")
 LAUNCH_REQUIRED = ("region_name", "instance_type_name", "ssh_key_names")
 LAUNCH_OPTIONAL = ("file_system_names", "file_system_mounts", "hostname", "name", "image", "user_data", "tags",
                    "firewall_rulesets")
+TAG_KEY = re.compile(r"^[a-z][a-z0-9-:]+$")   # RequestedTagEntry.key (max 55); value max 128
+# Instance fields the spec does not require: absent until known, never null.
+OPTIONAL_INSTANCE_FIELDS = ("name", "ip", "private_ip", "hostname", "jupyter_token", "jupyter_url")
 
 
 def error(status: int, code: str, message: str, suggestion: Optional[str] = None, fields=None,
@@ -67,6 +76,13 @@ def error(status: int, code: str, message: str, suggestion: Optional[str] = None
     if fields:
         body["field_errors"] = fields
     return Reply(status, body, headers=headers)
+
+
+def _ipv4_network(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and ipaddress.ip_network(value, strict=False).version == 4
+    except ValueError:
+        return False
 
 
 def _region(name: str) -> Dict[str, str]:
@@ -153,6 +169,14 @@ class LambdaApiFake(MarketplaceFake):
         with self.lock:
             for name in ([type_name] if type_name else list(self.capacity)):
                 self.capacity[name] = []
+
+    @staticmethod
+    def public(record: Dict[str, Any]) -> Dict[str, Any]:
+        view = MarketplaceFake.public(record)
+        for name in OPTIONAL_INSTANCE_FIELDS:
+            if view.get(name) is None:
+                view.pop(name, None)
+        return view
 
     def live(self) -> List[Dict[str, Any]]:
         with self.lock:
@@ -241,6 +265,14 @@ class LambdaApiFake(MarketplaceFake):
         for tag in body.get("tags") or []:
             if self.check_fields(tag, ("key", "value")):
                 return self._invalid_fields(["field 'tags': each tag is {key, value}"])
+            if not (isinstance(tag["key"], str) and TAG_KEY.match(tag["key"]) and len(tag["key"]) <= 55
+                    and isinstance(tag["value"], str) and len(tag["value"]) <= 128):
+                return self._invalid_fields(["field 'tags': key %r must match ^[a-z][a-z0-9-:]+$ (at most 55), "
+                                             "value at most 128 characters" % (tag["key"],)])
+        image = body.get("image")
+        if image is not None and not (isinstance(image, dict) and len(image) == 1 and (
+                isinstance(image.get("id"), str) or isinstance(image.get("family"), str))):
+            return self._invalid_fields(["field 'image': either {id} or {family}"])
         if region not in REGIONS:
             return self._invalid_fields(["field 'region_name': unknown region %s" % region])
         if kind not in self.types:
@@ -305,7 +337,7 @@ class LambdaApiFake(MarketplaceFake):
         if len(body["name"]) > 64 or len(body.get("public_key") or "") > 4096:
             return self._invalid_fields(["field 'name': at most 64 characters; public_key at most 4096"])
         if body["name"] in {k["name"] for k in self.ssh_keys.values()}:
-            return error(409, "global/duplicate", "An SSH key named %s already exists." % body["name"])
+            return self._invalid_fields(["field 'name': an SSH key named %s already exists" % body["name"]])
         if not body.get("public_key"):
             return self._invalid_fields(["field 'public_key': the fake does not generate key pairs"])
         key = {"id": uuid.uuid4().hex, "name": body["name"], "public_key": body["public_key"]}
@@ -316,7 +348,7 @@ class LambdaApiFake(MarketplaceFake):
     def delete_key(self, req) -> Reply:
         key = self.ssh_keys.get(req.params["id"])
         if key is None:
-            return error(404, "global/object-does-not-exist", "SSH key does not exist.")
+            return error(404, "global/not-found", "The requested resource was not found.")
         if any(key["name"] in i["ssh_key_names"] for i in self.instances.values()):
             return error(400, "ssh-keys/key-in-use", "SSH key is in use by one or more instances.")
         del self.ssh_keys[key["id"]]
@@ -328,10 +360,20 @@ class LambdaApiFake(MarketplaceFake):
             return ["field 'rules': a list of rules"]
         problems = []
         for rule in rules:
-            problems += self.check_fields(rule, ("protocol", "source_network"), ("port_range", "description"))
-            if isinstance(rule, dict) and rule.get("protocol") in ("tcp", "udp", "all") and not (
+            # FirewallRule: protocol, source_network and description required; port_range too
+            # except for icmp.
+            problems += self.check_fields(rule, ("protocol", "source_network", "description"), ("port_range",))
+            if not isinstance(rule, dict):
+                continue
+            if rule.get("protocol") not in (None, "tcp", "udp", "icmp", "all"):
+                problems.append("field 'protocol': one of tcp, udp, icmp, all")
+            if rule.get("protocol") in ("tcp", "udp", "all") and not (
                     isinstance(rule.get("port_range"), list) and len(rule["port_range"]) == 2):
                 problems.append("field 'port_range': [low, high] for tcp, udp and all")
+            if not _ipv4_network(rule.get("source_network")):
+                problems.append("field 'source_network': an IPv4 network in CIDR notation")
+            if isinstance(rule.get("description"), str) and len(rule["description"]) > 128:
+                problems.append("field 'description': at most 128 characters")
         return problems
 
     @route("GET", P + r"/firewall-rulesets", key="firewall-rulesets.list")
@@ -345,13 +387,17 @@ class LambdaApiFake(MarketplaceFake):
     @route("POST", P + r"/firewall-rulesets", key="firewall-rulesets.create")
     def create_ruleset(self, req) -> Reply:
         body = req.json
-        problems = self.check_fields(body, ("name", "region"), ("rules",)) or self._check_rules(body.get("rules", []))
+        problems = self.check_fields(body, ("name", "region", "rules")) or self._check_rules(body["rules"])
         if problems:
             return self._invalid_fields(problems)
+        if len(body["name"]) > 64:
+            return self._invalid_fields(["field 'name': at most 64 characters"])
         if body["region"] not in REGIONS:
             return self._invalid_fields(["field 'region': unknown region %s" % body["region"]])
         if any(r["name"] == body["name"] for r in self.rulesets.values()):
-            return error(409, "global/duplicate", "A firewall ruleset named %s already exists." % body["name"])
+            # The spec's only 409 here: global/internal-error, "Try again later".
+            return error(409, "global/internal-error", "An internal server error occurred.",
+                         "Try again later. Contact Support if the problem persists.")
         ruleset = {"id": uuid.uuid4().hex, "name": body["name"], "region": _region(body["region"]),
                    "rules": list(body.get("rules") or []), "created": "2026-01-01T00:00:00Z", "instance_ids": []}
         self.rulesets[ruleset["id"]] = ruleset
@@ -371,6 +417,8 @@ class LambdaApiFake(MarketplaceFake):
             return error(404, "global/object-does-not-exist", "Firewall ruleset does not exist.")
         body = req.json
         problems = self.check_fields(body, (), ("name", "rules")) or self._check_rules(body.get("rules", []))
+        if not problems and len(body.get("name") or "") > 64:
+            problems = ["field 'name': at most 64 characters"]
         if problems:
             return self._invalid_fields(problems)
         ruleset.update({k: v for k, v in body.items() if k in ("name", "rules")})

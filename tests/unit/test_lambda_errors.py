@@ -37,10 +37,15 @@ ROWS = [
     (400, errors.RULESET_IN_USE, "Firewall ruleset is in use by one or more instances.", K.TRANSIENT, None),
     (409, errors.RULESET_IN_USE, "Firewall ruleset is in use by one or more instances.", K.TRANSIENT, None),
     (500, errors.UNKNOWN, "An unknown error occurred.", K.TRANSIENT, None),
+    # the spec's 409 of firewall-ruleset create/patch/delete: "Try again later"
+    (409, errors.INTERNAL_ERROR, "An internal server error occurred.", K.TRANSIENT, None),
+    (500, errors.INTERNAL_ERROR, "An internal server error occurred.", K.TRANSIENT, None),
+    (409, errors.CONFLICT, "The request conflicts with the current state of the resource.", K.TRANSIENT, None),
+    (403, errors.FORBIDDEN, "Forbidden", K.CREDENTIALS, B.CLOUD),
+    (404, errors.NOT_FOUND, "The requested resource was not found.", K.INVALID_REQUEST, None),
     (503, "provider/internal-unavailable", "Upstream unavailable.", K.TRANSIENT, None),
     # rows the defaults answer (no Lambda code, or one the table does not name)
     (401, None, "Unauthorized", K.CREDENTIALS, B.CLOUD),
-    (403, "global/forbidden", "Forbidden", K.CREDENTIALS, B.CLOUD),
     (502, None, "Bad gateway", K.TRANSIENT, None),
     (409, errors.DUPLICATE, "A firewall ruleset with this name already exists.", K.FAILED, None),
 ]

@@ -15,11 +15,14 @@ falls back to LAMBDA_API_KEY and is sent as ``Authorization: Bearer``.
 * prepare: the SSH key is reused when one with the same material exists (whatever its
   name), else registered as ``gpuprov-<vm>-<12 hex of sha256(key blob)>``; a firewall
   ruleset ``gpuprov-<vm>-j<8 hex of sha256(journal id)>`` in the offer's region lets in
-  TCP 22 (the ssh_port, and the k3s ports with k3s_direct) from the allowed CIDRs only.
+  TCP 22 (the ssh_port, and the k3s ports with k3s_direct) from the allowed CIDRs only
+  (their IPv4 ones: a rule's source is an IPv4 network, and instances have only IPv4).
   Lambda applies no firewall in us-south-1 (firewall_unsupported_regions): no ruleset.
 * create: one ``POST /instance-operations/launch`` named after the VM, tagged
-  gpuprov-vm-name and gpuprov-journal-id, with the ruleset and the boot script as
-  cloud-init user data. A crash after it is adopted through observe (by name and tag).
+  gpuprov-vm-name and gpuprov-journal-id (and the user's tags, which must fit Lambda's
+  tag rules: prepare refuses one that does not, before any call), with the ruleset and
+  the boot script as cloud-init user data. A crash after it is adopted through observe
+  (by name and tag).
 * observe: ``GET /instances`` filtered here (the API has no filter); the endpoint is
   ``ip``:ssh_port as ssh_user once the instance is active with an ip.
 * delete: terminates the listed ids the listing still shows alive; unknown = done.
@@ -29,6 +32,7 @@ falls back to LAMBDA_API_KEY and is sent as ``Authorization: Bearer``.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -40,7 +44,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.errors import (
-    DUPLICATE, OBJECT_DOES_NOT_EXIST, RULES,
+    OBJECT_DOES_NOT_EXIST, RULES,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
@@ -112,7 +116,7 @@ class LambdaProvider(TypedOptionsProvider):
             kind = entry.get("instance_type") if isinstance(entry, dict) else None
             if not isinstance(kind, dict) or not kind.get("name"):
                 continue
-            gpu, gpus = catalog.gpu_of(kind["name"], kind.get("gpu_description"))
+            gpu, gpus = catalog.gpu_of(kind["name"], kind.get("gpu_description"), kind.get("specs"))
             if want is not None and gpu != want:
                 continue
             seen_counts.append(gpus)
@@ -152,35 +156,49 @@ class LambdaProvider(TypedOptionsProvider):
     # -- prepare ----------------------------------------------------------------------
 
     def _cidrs(self, spec: InstanceSpec) -> List[str]:
-        cidrs = cidr_list(spec.allowed_cidrs or self.options["allowed_cidrs"] or [])
+        given = cidr_list(spec.allowed_cidrs or self.options["allowed_cidrs"] or [])
+        # A rule's source_network is an IPv4 network (format ipv4network) and instances have
+        # only a public IPv4 address: IPv6 ranges could never reach one, so they are left out.
+        cidrs = [c for c in given if ipaddress.ip_network(c).version == 4]
         if not cidrs:
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: lambda needs the source ranges of the "
-                                "VM's firewall ruleset (the task's allowed_cidrs or cloud_options.lambda."
-                                "allowed_cidrs); 0.0.0.0/0 is never assumed")
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: lambda needs the IPv4 source ranges of "
+                                "the VM's firewall ruleset (the task's allowed_cidrs or cloud_options.lambda."
+                                "allowed_cidrs)%s; 0.0.0.0/0 is never assumed" % (
+                                    ", got only IPv6 (%s)" % ", ".join(given) if given else ""))
         return cidrs
 
     def _ports(self, spec: InstanceSpec) -> List[int]:
         extra = (self.options["ssh_port"],) + (K3S_DIRECT_PORTS if self.options["k3s_direct"] else ())
         return tcp_ports(spec.open_ports, extra)
 
-    def _ssh_key(self, vm: str, public_key: str) -> str:
-        """The name of a registered key with this material (registering it when none has)."""
-        material = catalog.public_key_material(public_key)
+    def _registered(self, material) -> Optional[str]:
+        """The name of a registered key with this material, or None."""
         for key in self._get("/ssh-keys"):
-            if isinstance(key, dict) and key.get("public_key"):
+            if isinstance(key, dict) and key.get("public_key") and key.get("name"):
                 try:
                     if catalog.public_key_material(key["public_key"]) == material:
                         return key["name"]
                 except ProviderError:
                     continue
+        return None
+
+    def _ssh_key(self, vm: str, public_key: str) -> str:
+        """The name of a registered key with this material (registering it when none has)."""
+        material = catalog.public_key_material(public_key)
+        found = self._registered(material)
+        if found:
+            return found
         name = catalog.key_name(vm, public_key)
         try:
             made = self._data(self.api.post("/ssh-keys", json={"name": name, "public_key": " ".join(material)}),
                               "POST", "/ssh-keys", dict)
         except RestError as err:
-            if err.code != DUPLICATE and err.status != 409:
+            # A concurrent prepare may have registered the same material meanwhile: Lambda's
+            # spec gives a taken name no code of its own (400 invalid-parameters), so look again.
+            found = self._registered(material) if err.status in (400, 409) else None
+            if not found:
                 raise
-            return name  # a concurrent prepare registered it under the same name (same material)
+            return found
         return made.get("name") or name
 
     def _rules(self, vm: str, cidrs: List[str], ports: List[int]) -> List[Dict[str, Any]]:
@@ -210,6 +228,7 @@ class LambdaProvider(TypedOptionsProvider):
 
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
+        catalog.check_tags(self.resource_tags(spec))  # a tag Lambda would refuse fails before any call
         cidrs, ports = self._cidrs(spec), self._ports(spec)
         key = self._ssh_key(vm, spec.ssh_public_key)
         firewall = offer.region not in (self.options["firewall_unsupported_regions"] or [])
@@ -222,10 +241,11 @@ class LambdaProvider(TypedOptionsProvider):
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
         vm = validate_vm_name(spec.vm_name)
+        tags = catalog.check_tags(self.resource_tags(spec))
         body: Dict[str, Any] = {
             "region_name": offer.region, "instance_type_name": offer.instance_type,
             "ssh_key_names": [prepared["ssh_key_name"]], "name": vm,
-            "tags": [{"key": k, "value": v} for k, v in sorted(self.resource_tags(spec).items())],
+            "tags": [{"key": k, "value": v} for k, v in sorted(tags.items())],
         }
         if prepared.get("firewall_ruleset_id"):
             body["firewall_rulesets"] = [{"id": prepared["firewall_ruleset_id"]}]

@@ -52,13 +52,18 @@ KNOWN_REGIONS = (
 )
 
 
-def gpu_of(type_name: str, gpu_description: Optional[str] = None) -> Tuple[Optional[str], int]:
+def gpu_of(type_name: str, gpu_description: Optional[str] = None,
+           specs: Any = None) -> Tuple[Optional[str], int]:
     """``(canonical GPU, count)`` of an instance type; ``(None, 0)`` for a type that is not a GPU
-    type this adapter knows (it is then not offered for a GPU request)."""
+    type this adapter knows (it is then not offered for a GPU request). The count is
+    ``specs.gpus`` where the listing gives it, else the one in the name."""
     found = _TYPE_RE.match(type_name or "")
     if not found:
         return None, 0
     count = int(found.group("count"))
+    listed = specs.get("gpus") if isinstance(specs, dict) else None
+    if isinstance(listed, int) and not isinstance(listed, bool) and listed > 0:
+        count = listed
     model = found.group("model")
     words = model.split("_")
     for cut in range(len(words), 0, -1):  # longest known prefix: a100_80gb before a100
@@ -131,6 +136,27 @@ def ruleset_name(vm_name: str, journal_id: Optional[str]) -> str:
         return "gpuprov-%s" % _short(vm_name, NAME_MAX - len("gpuprov-"))
     return "gpuprov-%s-j%s" % (_short(vm_name, NAME_MAX - len("gpuprov--j") - 8),
                                hashlib.sha256(journal_id.encode("utf-8")).hexdigest()[:8])
+
+
+# The launch request's tag rules (RequestedTagEntry): key ^[a-z][a-z0-9-:]+$ of at most 55
+# characters, value at most 128 characters.
+_TAG_KEY = re.compile(r"^[a-z][a-z0-9-:]+$")
+TAG_KEY_MAX, TAG_VALUE_MAX = 55, 128
+
+
+def check_tags(tags: Dict[str, Any]) -> Dict[str, str]:
+    """``tags`` with string values, or InvalidRequest naming the first one Lambda would refuse."""
+    out = {}
+    for key, value in sorted(tags.items()):
+        value = "" if value is None else str(value)
+        if not (isinstance(key, str) and _TAG_KEY.match(key) and len(key) <= TAG_KEY_MAX):
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: a lambda tag name is 2-%d characters of a-z, "
+                                "0-9, '-' and ':', starting with a letter" % (key, TAG_KEY_MAX))
+        if len(value) > TAG_VALUE_MAX:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: a lambda tag value is at most %d characters, "
+                                "got %d" % (key, TAG_VALUE_MAX, len(value)))
+        out[key] = value
+    return out
 
 
 def tags_of(instance: Dict[str, Any]) -> Dict[str, str]:

@@ -19,14 +19,16 @@ EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
   authorises the keys of the instance's cloud-init ``users``. Delete makes it DELETING;
   ``boot_polls`` reads later it is gone (with its managed boot disk).
 * Refusals as Nebius answers them: a name already used (ALREADY_EXISTS), an unknown
-  platform/preset, subnet, security group or missing boot disk (INVALID_ARGUMENT with
-  BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
+  platform/preset, subnet, security group, missing boot disk or cloud-init user data over 32768
+  characters (INVALID_ARGUMENT with BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
   QuotaFailure), deleting a security group an instance holds (FAILED_PRECONDITION +
   BadResourceState), unknown ids (NOT_FOUND + ResourceNotFound).
-* Update: the whole instance as read (the SDK's full reset mask), fenced by its
-  ``resource_version`` (0 or the current one; another is ABORTED), which each update raises;
-  only the instance's labels and its managed boot disk's may change here (the disk's only through
-  the instance, as Nebius documents for managed disks).
+* Update, as nebius/api's README defines it: a field changes when the request gives it a non-default
+  value or the ``X-ResetMask`` header names it (a map given is replaced whole; a structure named
+  with sub-fields but absent is reset); ``metadata.parent_id`` is required (buf.validate), and
+  ``resource_version`` must be 0 or the current one (another is ABORTED); each update raises it.
+  Only labels may change here (the instance's, and its managed boot disk's through the instance
+  spec, the only way Nebius lets a managed disk change): any other change is refused.
 * Errors on demand: :meth:`fail_next` with any code and ServiceError detail, and
   :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`, :meth:`unavailable`,
   :meth:`bad_auth`, :meth:`permission_denied`, :meth:`invalid`.
@@ -60,6 +62,7 @@ from nebius.api.nebius.compute.v1 import (
     NetworkInterfaceStatus, Platform, PlatformSpec, PlatformStatus, Preset, PresetResources, PublicIPAddressStatus,
     IPAddressStatus, UpdateInstanceRequest,
 )
+from nebius.base.fieldmask import Mask
 from nebius.api.nebius.vpc.v1 import (
     CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest,
     GetSecurityGroupByNameRequest, GetSecurityGroupRequest, ListSecurityGroupsRequest, ListSecurityGroupsResponse,
@@ -116,6 +119,8 @@ class NebiusGrpcFake:
         self.security_groups: Dict[str, Dict[str, Any]] = {}
         self.rules: Dict[str, Dict[str, Any]] = {}
         self.calls: List[Tuple[str, Any]] = []
+        self.headers: List[Tuple[str, Dict[str, str]]] = []   # each call's gRPC metadata (the token left out)
+        self._call_headers: Dict[str, str] = {}
         self.page_size = 0   # the server's page size for lists the request gives none (0: everything at once)
         self._faults: Dict[str, List[Tuple[grpc.StatusCode, str, Optional[ServiceError]]]] = {}
         self._forwarders: Dict[str, PortForwarder] = {}
@@ -168,6 +173,8 @@ class NebiusGrpcFake:
                 with self.lock:
                     self.calls.append((key, request))
                     metadata = dict(context.invocation_metadata())
+                    self._call_headers = metadata
+                    self.headers.append((key, {k: v for k, v in metadata.items() if k != "authorization"}))
                     if metadata.get("authorization") != "Bearer %s" % self.token:
                         raise _Abort(C.UNAUTHENTICATED, "invalid or expired IAM token",
                                      service_error("Unauthenticated"))
@@ -367,6 +374,8 @@ class NebiusGrpcFake:
         for group in spec.network_interfaces[0].security_groups:
             if group.id not in self.security_groups:
                 raise self._invalid("spec.network_interfaces.security_groups", "unknown group %s" % group.id)
+        if len(spec.cloud_init_user_data) > 32768:   # string {max_len: 32768} in instance.proto
+            raise self._invalid("spec.cloud_init_user_data", "value length must be at most 32768 characters")
         if spec.HasField("preemptible") and not platform["spot"]:
             raise self._invalid("spec.preemptible", "platform %s takes no preemptible VMs" % spec.resources.platform)
         gpus = platform["gpus"][spec.resources.preset]
@@ -389,21 +398,34 @@ class NebiusGrpcFake:
         return copy.SerializeToString(deterministic=True)
 
     def update_instance(self, request: UpdateInstanceRequest) -> Operation:
-        """A full update (the SDK sends the whole resource with a full reset mask): the instance's labels and
-        its managed boot disk's (which only an instance update may change). A resource_version other than 0
-        or the current one is refused (ABORTED); a change of anything else is not modelled and refused."""
+        """The reset-mask update of nebius/api's README, labels only (see the module's docstring)."""
         meta = request.metadata
+        mask = Mask.unmarshal(self._call_headers.get("x-resetmask") or "")
         record = self.instances.get(meta.id)
+        if not meta.parent_id:
+            raise self._invalid("metadata.parent_id", "value is required")
         if record is None or record["state"] == "DELETING":
             raise self._not_found(meta.id)
         if meta.resource_version not in (0, record["version"]):
             raise _Abort(C.ABORTED, "resource version mismatch: %s is at %d, the update names %d" % (
                 meta.id, record["version"], meta.resource_version), service_error("Aborted"))
-        if meta.name != record["name"] or meta.parent_id != self.project_id:
-            raise self._invalid("metadata", "name and parent_id cannot change")
-        if self._without_disk_labels(request.spec) != self._without_disk_labels(record["spec"]):
-            raise self._invalid("spec", "this fake updates labels only")
-        record.update(labels=dict(meta.labels), spec=request.spec, version=record["version"] + 1)
+        if meta.parent_id != self.project_id:
+            raise self._invalid("metadata.parent_id", "cannot change")
+        reset = mask.field_parts.get("metadata") or Mask()
+        if mask.any is not None or reset.any is not None or (meta.name and meta.name != record["name"]) or (
+                not meta.name and "name" in reset.field_parts):
+            raise self._invalid("metadata.name", "this fake updates labels only (the name would change)")
+        labels = dict(meta.labels) if meta.labels else ({} if "labels" in reset.field_parts else record["labels"])
+        spec = record["spec"]
+        if request.HasField("spec"):
+            # a whole spec (the SDK's full update): the same but for the managed boot disk's labels
+            if self._without_disk_labels(request.spec) != self._without_disk_labels(record["spec"]):
+                raise self._invalid("spec", "this fake updates labels only")
+            spec = request.spec
+        elif not (mask.field_parts.get("spec") or Mask()).is_empty():
+            raise self._invalid("spec", "the reset mask names fields of a spec the request leaves out: they "
+                                "would be reset")
+        record.update(labels=labels, spec=spec, version=record["version"] + 1)
         return self._operation(meta.id, "update instance")
 
     def delete_instance(self, request: DeleteInstanceRequest) -> Operation:

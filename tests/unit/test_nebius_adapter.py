@@ -236,3 +236,30 @@ def test_delete_asks_once_per_id_and_never_waits(fake):
     provider.delete(Location("nebius", "eu-north1"), "unit", [instance_id])
     assert [c[0] for c in fake.calls].count("instances.delete") == 2
     assert fake.instances[instance_id]["state"] == "DELETING"
+
+
+def test_user_data_over_nebius_limit_is_refused_before_any_call(fake):
+    # InstanceSpec.cloud_init_user_data is string {max_len: 32768} (nebius/api compute/v1/instance.proto).
+    provider = adapter(fake)
+    offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
+    big = spec(boot_script=BootScript("#!/bin/sh\n" + "echo 0123456789abcdef\n" * 1300))
+    before = len(fake.calls)
+    with pytest.raises(ProviderError) as raised:
+        provider.prepare(offer, big)
+    assert raised.value.kind == ErrorKind.INVALID_REQUEST and "at most 32768" in raised.value.msg
+    assert len(fake.calls) == before
+    prepared = provider.prepare(offer, spec())
+    with pytest.raises(ProviderError) as raised:
+        provider.create(offer, prepared, big)
+    assert raised.value.kind == ErrorKind.INVALID_REQUEST and not fake.live()
+
+
+def test_the_fake_refuses_user_data_over_32768_characters(fake):
+    from nebius.api.nebius.compute.v1 import InstanceServiceClient
+    provider = adapter(fake)
+    offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
+    request = provider._create_request(offer, provider.prepare(offer, spec()), spec())
+    request.spec.cloud_init_user_data = "#cloud-config\n" + "#" * 32768
+    with pytest.raises(ProviderError) as raised:
+        provider._call("create", InstanceServiceClient, "create", request)
+    assert raised.value.kind == ErrorKind.INVALID_REQUEST and "cloud_init_user_data" in raised.value.msg

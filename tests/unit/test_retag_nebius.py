@@ -1,6 +1,6 @@
-"""Nebius retag against the gRPC fake: one InstanceService.Update of the instance as read (the SDK's full
-update), its labels and its managed boot disk's changed, fenced by resource_version; idempotent, gpuprov's
-labels kept."""
+"""Nebius retag against the gRPC fake: one labels-only InstanceService.Update (metadata id, parent_id,
+resource_version and labels, no spec, ``X-ResetMask: metadata.labels``), fenced by resource_version;
+idempotent, gpuprov's labels kept, nothing else touched (the boot disk keeps its create-time labels)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _updates(fake):
     return [c for c in fake.calls if c[0] == "instances.update"]
 
 
-def test_retag_updates_the_instance_and_boot_disk_labels_once_and_is_idempotent(nebius):
+def test_retag_updates_the_instance_labels_once_and_is_idempotent(nebius):
     provider, fake, location, instance_id = nebius
     assert provider.retag(location, "tagged", instance_id, {"team": "ml", "cost-center": "42"}, True) == {
         "set": {}, "removed": []}
@@ -55,25 +55,54 @@ def test_retag_updates_the_instance_and_boot_disk_labels_once_and_is_idempotent(
     assert not _updates(fake)   # neither the no-op nor check mode updates
     assert provider.retag(location, "tagged", instance_id, wanted, True) == {
         "set": {"team": "ai", "owner": "kim"}, "removed": ["cost-center"]}
+    spec_before = fake.instances[instance_id]["spec"].SerializeToString(deterministic=True)
     instance, disk = _labels(fake, instance_id)
-    assert disk == {"team": "ai", "owner": "kim", VM_NAME_TAG: "tagged", JOURNAL_ID_TAG: JOURNAL}
-    assert instance == dict(disk, **{"gpuprov-ssh-user": "ubuntu"})   # gpuprov's own label kept
+    assert instance == {"team": "ai", "owner": "kim", VM_NAME_TAG: "tagged", JOURNAL_ID_TAG: JOURNAL,
+                        "gpuprov-ssh-user": "ubuntu"}   # gpuprov's own labels kept
+    assert disk == {"team": "ml", "cost-center": "42", VM_NAME_TAG: "tagged", JOURNAL_ID_TAG: JOURNAL}
     assert len(_updates(fake)) == 1
     assert provider.retag(location, "tagged", instance_id, wanted, True) == {"set": {}, "removed": []}
     assert len(_updates(fake)) == 1
-    # The instance still boots from the same managed disk: only labels changed.
-    assert fake.instances[instance_id]["spec"].boot_disk.managed_disk.name == fake.instances[instance_id]["disk"]
+    assert fake.instances[instance_id]["spec"].SerializeToString(deterministic=True) == spec_before
+
+
+def test_the_update_is_labels_only_with_its_own_reset_mask(nebius):
+    # The SDK's derived mask for a metadata-only request would reset the name and more; a whole spec
+    # sent back could reset what a read leaves out. The request carries the labels and nothing else.
+    provider, fake, location, instance_id = nebius
+    provider.retag(location, "tagged", instance_id, {"team": "ai"}, False)
+    [(_key, request)] = _updates(fake)
+    assert not request.HasField("spec")
+    meta = request.metadata
+    assert (meta.id, meta.parent_id, meta.name) == (instance_id, fake.project_id, "")
+    assert meta.resource_version == 1 and dict(meta.labels)["team"] == "ai"
+    [headers] = [h for k, h in fake.headers if k == "instances.update"]
+    assert headers["x-resetmask"] == "metadata.labels"
+
+
+def test_the_fake_resets_what_a_mask_names_and_the_request_leaves_out(nebius):
+    from nebius.api.nebius.common.v1 import ResourceMetadata
+    from nebius.api.nebius.compute.v1 import InstanceServiceClient, UpdateInstanceRequest
+    provider, fake, _location, instance_id = nebius
+    bare = UpdateInstanceRequest(metadata=ResourceMetadata(id=instance_id, parent_id=fake.project_id,
+                                                           labels={"a": "b"}))
+    with pytest.raises(ProviderError) as info:   # the SDK's own mask names metadata.name: it would be reset
+        provider._call("update", InstanceServiceClient, "update", bare)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and "metadata.name" in info.value.msg
+    no_parent = UpdateInstanceRequest(metadata=ResourceMetadata(id=instance_id, labels={"a": "b"}))
+    with pytest.raises(ProviderError) as info:
+        provider._call("update", InstanceServiceClient, "update", no_parent)
+    assert "metadata.parent_id" in info.value.msg
+    assert fake.instances[instance_id]["version"] == 1
 
 
 def test_retag_without_purge_only_adds_and_purge_to_nothing_keeps_gpuprov_labels(nebius):
     provider, fake, location, instance_id = nebius
     assert provider.retag(location, "tagged", instance_id, {"extra": "1"}, False) == {
         "set": {"extra": "1"}, "removed": []}
-    assert _labels(fake, instance_id)[1]["team"] == "ml"
+    assert _labels(fake, instance_id)[0]["team"] == "ml"
     assert provider.retag(location, "tagged", instance_id, {}, True)["removed"] == ["cost-center", "extra", "team"]
-    instance, disk = _labels(fake, instance_id)
-    assert set(instance) == {VM_NAME_TAG, JOURNAL_ID_TAG, "gpuprov-ssh-user"} and set(disk) == {
-        VM_NAME_TAG, JOURNAL_ID_TAG}
+    assert set(_labels(fake, instance_id)[0]) == {VM_NAME_TAG, JOURNAL_ID_TAG, "gpuprov-ssh-user"}
 
 
 def test_a_concurrent_change_is_refused_by_resource_version_and_is_transient(nebius):

@@ -70,6 +70,7 @@ try:
         CalculatorServiceClient, EstimateBatchRequest, FilterAggregationUnit, ResourceSpec,
     )
     from nebius.api.google.protobuf import Any as PbAny
+    from nebius.base.metadata import Metadata
     HOUR = FilterAggregationUnit.FilterAggregationUnitValue.FILTER_AGGREGATION_UNIT_HOUR
     HAS_SDK, SDK_IMPORT_ERROR = True, None
 except ImportError as exc:  # the adapter is importable without the SDK; its first call says how to install it
@@ -79,6 +80,11 @@ USER_AGENT = "gpuprov-cloud/1"
 # The login user cloud-init makes, on the instance's labels: observe reports it in the endpoint.
 SSH_USER_LABEL = "gpuprov-ssh-user"
 MAX_RULE_ITEMS = 8            # Nebius: at most 8 CIDRs and 8 ports per security rule
+# InstanceSpec.cloud_init_user_data: string {max_len: 32768} (nebius/api compute/v1/instance.proto)
+USER_DATA_MAX_CHARS = 32768
+# The Update header naming the fields to reset (nebius/api README, "Method Update and X-ResetMask")
+RESET_MASK_HEADER = "X-ResetMask"
+LABELS_RESET_MASK = "metadata.labels"
 STATES = {
     "UNSPECIFIED": Status.PENDING, "CREATING": Status.PENDING, "UPDATING": Status.PENDING,
     "STARTING": Status.PENDING, "RUNNING": Status.RUNNING, "STOPPING": Status.STOPPING,
@@ -133,12 +139,14 @@ class NebiusProvider(TypedOptionsProvider):
                 raise NebiusError(ErrorKind.CREDENTIALS, "nebius SDK: %s: %s" % (type(exc).__name__, exc))
         return self._sdk
 
-    def _call(self, what: str, client: type, method: str, request: Any) -> Any:
-        """One SDK request, one attempt, its reply or a classified error."""
+    def _call(self, what: str, client: type, method: str, request: Any, metadata: Any = None) -> Any:
+        """One SDK request (with ``metadata``, gRPC headers, when given), one attempt, its reply or a
+        classified error."""
         sdk = self.sdk
+        extra = {"metadata": metadata} if metadata is not None else {}
         try:
             return getattr(client(sdk), method)(request, retries=1, timeout=self.options["request_timeout_s"],
-                                                auth_timeout=self.options["request_timeout_s"]).wait()
+                                                auth_timeout=self.options["request_timeout_s"], **extra).wait()
         except ProviderError:
             raise
         except Exception as exc:  # noqa: BLE001 - every SDK failure is classified (errors.py)
@@ -307,6 +315,7 @@ class NebiusProvider(TypedOptionsProvider):
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
         cidrs, ports = self._cidrs(spec), self._ports(spec)
+        self._user_data(spec.ssh_user or self.options["ssh_user"], spec)   # too long fails before any call
         subnet = self._subnet()
         group_id = self._security_group(vm, subnet["network_id"])
         group = catalog.security_group_name(vm, self.journal_id)
@@ -315,6 +324,16 @@ class NebiusProvider(TypedOptionsProvider):
                 "source_ranges": cidrs, "ports": ports, "ssh_user": spec.ssh_user or self.options["ssh_user"]}
 
     # -- create -----------------------------------------------------------------------
+
+    @staticmethod
+    def _user_data(user: str, spec: InstanceSpec) -> str:
+        """The cloud-config of the VM, or InvalidRequest when Nebius would refuse its length."""
+        user_data = catalog.cloud_init(user, spec.ssh_public_key, spec.boot_script)
+        if len(user_data) > USER_DATA_MAX_CHARS:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "boot script: %d characters of cloud-init user data (the "
+                                "script base64-encoded, with the login user and key), nebius takes at most %d" % (
+                                    len(user_data), USER_DATA_MAX_CHARS))
+        return user_data
 
     def _create_request(self, offer: Offer, prepared: Optional[Dict[str, Any]],
                         spec: Optional[InstanceSpec]) -> Any:
@@ -336,8 +355,7 @@ class NebiusProvider(TypedOptionsProvider):
                 name="eth0", subnet_id=prepared["subnet_id"], ip_address=IPAddress(),
                 public_ip_address=PublicIPAddress(),
                 security_groups=[NicSecurityGroup(id=prepared["security_group_id"])])]
-            body.cloud_init_user_data = catalog.cloud_init(prepared.get("ssh_user") or self.options["ssh_user"],
-                                                           spec.ssh_public_key, spec.boot_script)
+            body.cloud_init_user_data = self._user_data(prepared.get("ssh_user") or self.options["ssh_user"], spec)
         return CreateInstanceRequest(
             metadata=ResourceMetadata(parent_id=self.project, name=vm, labels=labels), spec=body)
 
@@ -395,29 +413,33 @@ class NebiusProvider(TypedOptionsProvider):
 
     def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
               check: bool = False) -> Dict[str, Any]:
-        """The user labels of the instance and its managed boot disk (which Nebius changes only through an
-        instance update): one InstanceService.Update of the instance as read, its labels changed, fenced by
-        its resource_version (a concurrent change makes it ABORTED: Transient). Its Operation is not awaited."""
+        """The user labels of the instance: one labels-only InstanceService.Update, fenced by the
+        resource_version read (a concurrent change makes it ABORTED: Transient), its Operation not awaited.
+
+        Labels only: the request holds the metadata's id, parent_id (required), resource_version and
+        labels, no spec, and sets ``X-ResetMask: metadata.labels`` itself (a map named there and given is
+        replaced whole), so nothing else can change; the SDK's own mask, derived from the message, would
+        reset every field the request leaves empty (the name among them). The managed boot disk keeps the
+        labels it was created with: Nebius changes a managed disk only through a whole instance spec."""
         vm = validate_vm_name(vm_name)
         instance = self._absent_if_not_found("InstanceService.Get", InstanceServiceClient, "get",
                                              GetInstanceRequest(id=instance_id))
         if instance is None or dict(instance.metadata.labels or {}).get(VM_NAME_TAG) != vm:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %s is not an instance of VM %s" % (instance_id, vm))
-        total: Dict[str, Any] = {"set": {}, "removed": []}
-        updated = False
-        for labels in (instance.metadata.labels, instance.spec.boot_disk.managed_disk.labels):
-            changes = tag_changes(dict(labels or {}), dict(tags), purge, keep=_gpuprov_label)
-            total["set"].update(changes["set"])
-            total["removed"] = sorted(set(total["removed"]) | set(changes["removed"]))
-            if not check:
-                for name in changes["removed"]:
-                    del labels[name]
-                labels.update(changes["set"])
-            updated = updated or bool(changes["set"] or changes["removed"])
-        if updated and not check:
-            self._call("InstanceService.Update", InstanceServiceClient, "update",
-                       UpdateInstanceRequest(metadata=instance.metadata, spec=instance.spec))
-        return total
+        labels = dict(instance.metadata.labels or {})
+        changes = tag_changes(labels, dict(tags), purge, keep=_gpuprov_label)
+        if check or not (changes["set"] or changes["removed"]):
+            return changes
+        for name in changes["removed"]:
+            labels.pop(name, None)
+        labels.update(changes["set"])
+        headers = Metadata()
+        headers[RESET_MASK_HEADER] = LABELS_RESET_MASK
+        update = UpdateInstanceRequest(metadata=ResourceMetadata(
+            id=instance.metadata.id, parent_id=instance.metadata.parent_id,
+            resource_version=instance.metadata.resource_version, labels=labels))
+        self._call("InstanceService.Update", InstanceServiceClient, "update", update, metadata=headers)
+        return changes
 
     # -- delete / cleanup -------------------------------------------------------------
 

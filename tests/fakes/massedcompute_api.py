@@ -18,9 +18,13 @@ worded as brevdev's provider expects them ("capacity", "limit exceeded").
   port is the adapter's ``ssh_port`` option. ``username`` is the sshd's user.
 * Refusals: unknown or missing launch fields, a wrong type of ``imageId``, an unknown image,
   product, region or SSH key name, key names with punctuation other than spaces, a
-  product without capacity in the region, more instances than ``quota``, a bad key.
+  product without capacity in the region, more instances than ``quota``, a bad key (401
+  "Authentication not correct."), a terminate or restart naming no live instance (400 "No
+  valid VMs found"). As the vendor's MCP e2e log records: an unknown uuid in ``GET
+  /instance/{uuid}`` is an empty list, and deleting an unknown SSH key id succeeds.
 * Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`fail_billing`,
-  :meth:`rate_limit`, :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
+  :meth:`rate_limit`, :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`,
+  :meth:`fail_image_unsupported`.
 """
 
 from __future__ import annotations
@@ -93,7 +97,8 @@ class MassedComputeApiFake(MarketplaceFake):
 
     # -- auth and error bodies ----------------------------------------------------------
     def auth_error(self, req) -> Reply:
-        return error(401, "Unauthenticated: invalid or missing API token.")
+        # the vendor's wording for a missing or invalid key (its MCP e2e log, massed-compute-mcp)
+        return error(401, "Authentication not correct.")
 
     def not_found(self, req) -> Reply:
         return error(404, "Not found: %s %s" % (req.method, req.path))
@@ -126,6 +131,9 @@ class MassedComputeApiFake(MarketplaceFake):
 
     def bad_auth(self, key: str) -> None:
         self.fail_next(key, self.auth_error(None))
+
+    def fail_image_unsupported(self, key: str = "instance.launch") -> None:
+        self.fail_next(key, error(400, "Product does not support the VM Image"))
 
     def invalid(self, key: str) -> None:
         self.fail_next(key, error(400, "The given data was invalid."))
@@ -213,9 +221,8 @@ class MassedComputeApiFake(MarketplaceFake):
         if record is not None:
             self._advance(record)
         record = self.instances.get(req.params["uuid"])
-        if record is None:
-            return error(404, "Instance not found.")
-        return Reply(200, {"runningInstances": [self.public(record)]})
+        # an unknown uuid is an empty list, not an error (the vendor's MCP e2e log)
+        return Reply(200, {"runningInstances": [self.public(record)] if record is not None else []})
 
     @route("POST", P + r"/instance/launch", key="instance.launch")
     def launch(self, req) -> Reply:
@@ -278,10 +285,10 @@ class MassedComputeApiFake(MarketplaceFake):
         ids = body["instanceUuids"]
         if not isinstance(ids, list) or not ids:
             return self._invalid_fields(["field 'instanceUuids': a non-empty list"])
-        missing = [i for i in ids if i not in self.instances]
-        if missing:
-            return error(404, "Instance %s not found." % missing[0])
-        return ids
+        known = [i for i in ids if i in self.instances]
+        if not known:   # the vendor's answer when none of the uuids is a live instance
+            return error(400, "No valid VMs found")
+        return known
 
     @route("POST", P + r"/instance/terminate", key="instance.terminate")
     def terminate(self, req) -> Reply:
@@ -325,6 +332,6 @@ class MassedComputeApiFake(MarketplaceFake):
 
     @route("DELETE", P + r"/ssh-keys/(?P<id>[^/]+)", key="ssh-keys.delete")
     def delete_key(self, req) -> Reply:
-        if self.ssh_keys.pop(req.params["id"], None) is None:
-            return error(404, "SSH key not found.")
+        # an unknown id is a silent success (the vendor's MCP e2e log, MCDEV-468)
+        self.ssh_keys.pop(req.params["id"], None)
         return Reply(200, {"result": {}})

@@ -22,7 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute import (  # noqa: E402
     MassedComputeProvider, catalog,
 )
-from ansible_collections.gpuprov.cloud.tests.fakes.massedcompute_api import MassedComputeApiFake  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.massedcompute_api import MassedComputeApiFake, error  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtdW5pdC10ZXN0LWtleS1tYXNzZWQ= me@laptop"
 HERE = Location("massedcompute", "us-central-1")
@@ -265,6 +265,31 @@ def test_delete_terminates_only_live_listed_ids_and_unknown_is_done(fake):
     assert provider.observe(HERE, "vm1") == []
 
 
+def test_delete_of_an_instance_gone_after_the_listing_is_done(fake):
+    """The vendor answers a terminate that names no live instance with "No valid VMs found"."""
+    provider = adapter(fake)
+    _offer, _prepared, instance_id = launch(provider)
+    fake.fail_next("instance.terminate", error(400, "No valid VMs found"))
+    provider.delete(HERE, "vm1", [instance_id])
+    fake.fail_next("instance.terminate", error(400, "The given data was invalid."))
+    with pytest.raises(ProviderError) as info:
+        provider.delete(HERE, "vm1", [instance_id])
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+
+
+def test_the_fake_answers_unknown_ids_as_the_vendor_does(fake):
+    status, answer = _post(fake, "/instance/terminate", {"instanceUuids": ["no-such-id"]})
+    assert (status, answer) == (400, {"message": "No valid VMs found"})
+    req = urllib.request.Request(fake.api_url + "/instance/no-such-id", headers={
+        "Authorization": "Bearer %s" % fake.token})
+    with urllib.request.urlopen(req) as got:
+        assert (got.status, json.loads(got.read())) == (200, {"runningInstances": []})
+    req = urllib.request.Request(fake.api_url + "/ssh-keys/no-such-id", method="DELETE", headers={
+        "Authorization": "Bearer %s" % fake.token})
+    with urllib.request.urlopen(req) as got:
+        assert got.status == 200
+
+
 def test_cleanup_removes_only_this_journals_keys_of_this_vm(fake):
     other_key = KEY.replace("LW1hc3NlZD0=", "LW90aGVyMD0=")
     mine = adapter(fake, journal_id="journal1")
@@ -331,5 +356,5 @@ def test_the_fake_refuses_punctuation_in_key_names_and_a_bad_token(fake):
     status, answer = _post(fake, "/ssh-keys", {"name": "gpuprov-vm1", "publicKey": KEY})
     assert status == 400 and "punctuation" in json.dumps(answer)
     status, answer = _post(fake, "/account/token/validation", {}, token="wrong")
-    assert status == 401 and "Unauthenticated" in answer["message"]
+    assert status == 401 and answer["message"] == "Authentication not correct."
     assert _post(fake, "/account/token/validation", {}) == (200, {"message": "Valid Token"})

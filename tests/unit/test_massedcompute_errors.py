@@ -38,11 +38,14 @@ ROWS = [
     (400, "Insufficient funds: your balance is too low", K.QUOTA, B.CLOUD),
     (402, "Billing is not configured: set a recharge amount and threshold.", K.QUOTA, B.CLOUD),
     (402, "Payment Required", K.QUOTA, B.CLOUD),
+    (400, "Product does not support the VM Image", K.UNAVAILABLE, B.INSTANCE_TYPE),
     # the defaults
+    (401, "Authentication not correct.", K.CREDENTIALS, B.CLOUD),
     (401, "Unauthenticated: invalid or missing API token.", K.CREDENTIALS, B.CLOUD),
     (403, "This action is unauthorized (read-only API key).", K.CREDENTIALS, B.CLOUD),
     (400, "The given data was invalid.", K.INVALID_REQUEST, None),
     (404, "Instance not found.", K.INVALID_REQUEST, None),
+    (400, "No valid VMs found", K.INVALID_REQUEST, None),    # delete reads it as gone, elsewhere it is wrong
     (422, "The given data was invalid.", K.INVALID_REQUEST, None),
     (500, "Server Error", K.TRANSIENT, None),
     (503, "Service Unavailable: capacity planning in progress", K.TRANSIENT, None),
@@ -87,7 +90,8 @@ def test_capacity_and_quota_levers_on_launch(fake):
     spec = _spec()
     prepared = provider.prepare(offer, spec)
     for lever, kind, block in ((fake.fail_capacity, K.CAPACITY, B.OFFER), (fake.fail_quota, K.QUOTA, B.CLOUD),
-                               (fake.fail_billing, K.QUOTA, B.CLOUD)):
+                               (fake.fail_billing, K.QUOTA, B.CLOUD),
+                               (fake.fail_image_unsupported, K.UNAVAILABLE, B.INSTANCE_TYPE)):
         lever()
         with pytest.raises(ProviderError) as info:
             provider.create(offer, prepared, spec)
@@ -124,7 +128,7 @@ def test_a_bad_key_is_credentials_and_never_shown(fake):
     with pytest.raises(ProviderError) as info:
         provider.plan(_request())
     assert info.value.kind == K.CREDENTIALS and info.value.block_scope == B.CLOUD
-    assert "Unauthenticated" in info.value.msg and "secret-not-the-token" not in info.value.msg
+    assert "Authentication not correct" in info.value.msg and "secret-not-the-token" not in info.value.msg
 
 
 def test_no_key_is_credentials_on_first_call_only(monkeypatch):

@@ -22,12 +22,14 @@ key falls back to MASSED_COMPUTE_API_KEY and is sent as ``Authorization: Bearer`
   ``command``. A crash after it is adopted through observe (by name).
 * observe: ``GET /instance`` filtered here by name; the endpoint is ``ip``:ssh_port as
   ssh_user (or the reported ``username``) once the instance is rented with its OS booted.
-* delete: ``POST /instance/terminate`` for the listed ids the listing still shows alive.
+* delete: ``POST /instance/terminate`` for the listed ids the listing still shows alive (one
+  gone meanwhile answers 404 or "No valid VMs found": done).
 * cleanup: deletes the VM's keys this journal registered (or that carry no journal mark).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -37,7 +39,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.massedcompute import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute import catalog
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute.errors import RULES
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute.errors import NO_VALID_VMS, RULES
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
     MALFORMED_BODY, BearerToken, RestClient, RestError, classify,
@@ -255,8 +257,12 @@ class MassedComputeProvider(TypedOptionsProvider):
         alive = sorted(str(i["uuid"]) for i in self._instances() if str(i["uuid"]) in wanted
                        and catalog.status_of(i)[0] not in (None, Status.TERMINATING))
         if alive:
-            # 404: gone between the listing and the terminate
-            self.api.post("/instance/terminate", json={"instanceUuids": alive}, allow_status=(404,))
+            # Gone between the listing and the terminate: a 404, or "No valid VMs found".
+            try:
+                self.api.post("/instance/terminate", json={"instanceUuids": alive}, allow_status=(404,))
+            except RestError as err:
+                if not (err.status and 400 <= err.status < 500 and re.search(NO_VALID_VMS, err.msg, re.I)):
+                    raise
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         vm = validate_vm_name(vm_name)

@@ -338,11 +338,19 @@ class VerdaApiFake(MarketplaceFake):
         ids = body["id"] if isinstance(body["id"], list) else [body["id"]]
         if body["action"] not in ACTIONS:
             return _error(400, "invalid_request", "Invalid action")
-        if not ids or any(i not in self.instances for i in ids):
-            return _error(400, "invalid_request", "Invalid instance id")
+        if not ids:
+            return _error(400, "invalid_request", "id: expected an instance id or a list of them")
+        if len(ids) == 1 and ids[0] not in self.instances:
+            return _error(404, "not_found", "Instance not found")  # "single action only"
+        if len(ids) == 1 and self.instances[ids[0]]["status"] == "deleting" and body["action"] == "delete":
+            return Reply(204)  # already in the requested state
         results = []
         for instance_id in ids:
-            inst = self.instances[instance_id]
+            inst = self.instances.get(instance_id)
+            if inst is None:  # a batch answers 207 with each action's outcome
+                results.append({"action": body["action"], "instanceId": instance_id, "status": "error",
+                                "error": "Instance not found", "statusCode": 404})
+                continue
             if body["action"] in ("delete", "discontinue"):
                 if inst["status"] != "deleting":
                     inst["status"], inst["_reads"], inst["ip"] = "deleting", 0, None
@@ -350,7 +358,7 @@ class VerdaApiFake(MarketplaceFake):
                         body.get("volume_ids") or [])
                     self._stop_machine(instance_id)
             results.append({"action": body["action"], "instanceId": instance_id, "status": "success"})
-        return Reply(202, results)
+        return Reply(207 if any(r["status"] == "error" for r in results) else 202, results)
 
     # -- ssh keys and startup scripts --------------------------------------------------
     def _side_create(self, req, store: Dict[str, Dict[str, Any]], field: str) -> Reply:

@@ -324,6 +324,21 @@ def test_token_fetched_once_and_again_after_a_refusal(fake):
     assert body == {"grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
 
 
+def test_token_fetched_again_once_its_expires_in_has_passed(fake, monkeypatch):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import rest
+    clock = [1000.0]
+    monkeypatch.setattr(rest.time, "monotonic", lambda: clock[0])
+    provider = _provider(fake)
+    request = ResourceRequest(vm_name="x", gpu="H100")
+    provider.plan(request)
+    clock[0] += 3000  # within the token's expires_in (3600 s)
+    provider.plan(request)
+    assert fake.tokens_issued == 1
+    clock[0] += 600   # past it: a new token before the call, not after a refusal
+    provider.plan(request)
+    assert fake.tokens_issued == 2
+
+
 def test_bad_or_missing_credentials_are_credentials_and_never_shown(fake, monkeypatch):
     monkeypatch.delenv("VERDA_CLIENT_ID", raising=False)
     monkeypatch.delenv("VERDA_CLIENT_SECRET", raising=False)

@@ -114,7 +114,9 @@ def test_capacity_and_unknown_ids_are_refused_as_verda_does(fake):
     assert answer.status_code == 503 and answer.json()["code"] == "service_unavailable"
     assert "Not enough resources" in answer.json()["message"]
     answer = _call(fake, "PUT", "/instances", token, json={"id": ["nope"], "action": "delete"})
-    assert answer.status_code == 400 and answer.json()["message"] == "Invalid instance id"
+    assert answer.status_code == 404 and answer.json()["code"] == "not_found"   # single action
+    answer = _call(fake, "PUT", "/instances", token, json={"id": ["nope", "nada"], "action": "delete"})
+    assert answer.status_code == 207 and [r["statusCode"] for r in answer.json()] == [404, 404]
     answer = _call(fake, "POST", "/instances", token, json={
         "instance_type": "1V100.6V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
         "description": "d", "location_code": "FIN-01"})

@@ -37,6 +37,7 @@ EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
 from __future__ import annotations
 
 import concurrent.futures
+import ipaddress
 import socket
 import threading
 import uuid
@@ -508,6 +509,11 @@ class NebiusGrpcFake:
         ingress = spec.ingress
         if ingress is not None and (len(ingress.source_cidrs) > 8 or len(ingress.destination_ports) > 8):
             raise self._invalid("spec.ingress", "at most 8 CIDRs and 8 ports")
+        for index, cidr in enumerate(ingress.source_cidrs if ingress is not None else []):
+            try:   # "Must be a valid IPv4" CIDR, a prefix without host bits (isIpPrefix(true))
+                ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError:
+                raise self._invalid("spec.ingress.source_cidrs[%d]" % index, "value must be a valid CIDR") from None
         if any(r["group"] == group and r["name"] == request.metadata.name for r in self.rules.values()):
             raise _Abort(C.ALREADY_EXISTS, "rule %s already exists" % request.metadata.name,
                          service_error("AlreadyExists"))

@@ -22,6 +22,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius imp
     NebiusProvider, catalog,
 )
 from ansible_collections.gpuprov.cloud.tests.fakes.nebius_grpc import NebiusGrpcFake  # noqa: E402
+from nebius.api.nebius.common.v1 import ResourceMetadata  # noqa: E402
+from nebius.api.nebius.vpc.v1 import CreateSecurityRuleRequest  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtY29uZm9ybWFuY2U unit@nebius"
 
@@ -164,11 +166,26 @@ def test_security_group_is_idempotent_scoped_and_journal_owned(fake):
 def test_prepare_refuses_open_world_and_too_many_cidrs(fake):
     provider = adapter(fake)
     offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
-    for cidrs in ([], ["10.0.%d.0/24" % i for i in range(9)]):
+    for cidrs in ([], ["10.0.%d.0/24" % i for i in range(9)], ["198.51.100.7/32", "2001:db8::/64"]):
         with pytest.raises(ProviderError) as raised:
             provider.prepare(offer, spec(allowed_cidrs=cidrs))
-        assert raised.value.kind == ErrorKind.INVALID_REQUEST
+        assert raised.value.kind == ErrorKind.INVALID_REQUEST and "allowed_cidrs" in raised.value.msg
+    assert "IPv4 CIDRs only, got 2001:db8::/64" in raised.value.msg
     assert fake.resources() == set()
+
+
+def test_the_fake_refuses_a_rule_source_that_is_not_an_ipv4_prefix(fake):
+    from nebius.api.nebius.vpc.v1 import SecurityRuleServiceClient
+    provider = adapter(fake)
+    offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
+    prepared = provider.prepare(offer, spec())
+    group = catalog.security_group_name("unit", "j1")
+    for bad in ("2001:db8::/64", "198.51.100.7/24"):
+        rule = provider._wanted_rules(group, [bad], [22])[group + "-in"]
+        with pytest.raises(ProviderError) as raised:
+            provider._call("create", SecurityRuleServiceClient, "create", CreateSecurityRuleRequest(
+                metadata=ResourceMetadata(parent_id=prepared["security_group_id"], name="x"), spec=rule))
+        assert raised.value.kind == ErrorKind.INVALID_REQUEST and "source_cidrs[0]" in raised.value.msg
 
 
 def test_cleanup_is_transient_while_an_instance_holds_the_group(fake):

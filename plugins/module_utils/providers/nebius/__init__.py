@@ -254,6 +254,10 @@ class NebiusProvider(TypedOptionsProvider):
         if len(cidrs) > MAX_RULE_ITEMS:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: nebius takes at most %d per security "
                                 "rule, %d given" % (MAX_RULE_ITEMS, len(cidrs)))
+        ipv6 = [c for c in cidrs if ":" in c]
+        if ipv6:   # RuleIngress.source_cidrs: "Must be a valid IPv4" (nebius/api vpc/v1/security_rule.proto)
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: nebius security rules take IPv4 CIDRs "
+                                "only, got %s" % ", ".join(ipv6))
         return cidrs
 
     def _ports(self, spec: InstanceSpec) -> List[int]:

@@ -228,6 +228,9 @@ def test_statuses_and_the_endpoint(fake):
     ({"status": "deleting"}, Status.TERMINATING),
     ({"status": "error"}, Status.FAILED),
     ({"status": "something-new"}, Status.PENDING),
+    ({"status": "pending", "ip": ""}, Status.PENDING),                 # the vendor's launch skill: pending ->
+    ({"status": "running", "os_booted": 1, "ip": "192.0.2.1"}, Status.RUNNING),   # running
+
     ({"status": "terminated"}, None),
 ])
 def test_status_mapping(fields, status):
@@ -242,6 +245,26 @@ def test_observe_finds_by_name_only_this_vm_and_reports_the_journal(fake):
     assert sorted((o.instance_id, o.journal_id) for o in found) == [("legacy", None)]
     anywhere = adapter(fake).observe(Location("massedcompute", "any"), "vm1")
     assert sorted((o.instance_id, o.journal_id) for o in anywhere) == [("elsewhere", "j9"), ("legacy", None)]
+
+
+def test_the_documented_instance_shape_without_a_region(fake):
+    """The OpenAPI's example instance (no ``region``: brevdev reads one the spec does not list)."""
+    from ansible_collections.gpuprov.cloud.tests.fakes.massedcompute_api import Reply
+    documented = {"uuid": "8b52a46b-a892-4fde-925c-6d13226908f7", "name": "vm1_journal1", "ip": "1.1.1.1",
+                  "username": "Ubuntu", "password": "123456", "status": "rented", "os_booted": 1,
+                  "command_startup": "", "created": "2024-08-07T16:41:43.000Z", "active": 1,
+                  "image": {"id": 7, "name": "Art", "description": "AI tools"},
+                  "product": {"gpu_count": 1, "vcpu": 26, "name": "gpu_1x_l40", "description": "1x L40",
+                              "price_hr": "0.99", "final_price_hr": "0", "storage": 625, "ram": 128}}
+    fake.fail_next("instance.list", Reply(200, {"runningInstances": [documented]}), times=2)
+    [seen] = adapter(fake, ssh_port=22).observe(HERE, "vm1")
+    assert (seen.instance_id, seen.status, seen.journal_id) == (documented["uuid"], Status.RUNNING, "journal1")
+    assert (seen.endpoint.host, seen.endpoint.port, seen.endpoint.user) == ("1.1.1.1", 22, "ubuntu")
+    assert seen.location == HERE
+    provider = adapter(fake)
+    [owned] = [o for o in provider.list_owned(provider.sweep_locations()[0]) if o.kind == "instance"]
+    assert (owned.resource_id, owned.vm_name, owned.journal_id, owned.price_per_hour) == (
+        documented["uuid"], "vm1", "journal1", 0.0)
 
 
 def _record(uuid, name, region="us-central-1"):

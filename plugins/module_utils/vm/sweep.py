@@ -54,12 +54,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep_report import (  # the categories and tables
+    CATEGORIES, FOREIGN, LEGACY, ORPHAN, OWNED, callouts, cost_per_hour, describe, format_table, price_text,
+)
 
-ORPHAN = "orphan"
-FOREIGN = "foreign"
-LEGACY = "legacy"
-OWNED = "owned"
-CATEGORIES = (ORPHAN, FOREIGN, LEGACY, OWNED)
 
 # The region of account-wide resources (providers/owned_common.py GLOBAL).
 GLOBAL = "global"
@@ -228,52 +226,6 @@ def list_all(providers: Dict[str, Any], regions: List[str]) -> Tuple[List[Owned]
             # Account-wide resources (registered keys, GCP's firewall rules) belong to every region.
             found.extend(o for o in listed if not regions or o.location.region in regions + [GLOBAL])
     return found, errors
-
-
-def describe(owned: Owned, category: str, why: str) -> Dict[str, Any]:
-    loc = owned.location
-    return {"category": category, "why": why, "kind": owned.kind, "id": owned.resource_id,
-            "cloud": loc.cloud, "region": loc.region, "zone": loc.zone, "vm_name": owned.vm_name,
-            "journal_id": owned.journal_id, "status": owned.status, "price_per_hour": owned.price_per_hour,
-            "name": owned.name}
-
-
-def cost_per_hour(entries: List[Dict[str, Any]]) -> float:
-    """The summed hourly price of the instances among ``entries`` whose cloud reports one."""
-    return round(float(sum(e["price_per_hour"] or 0.0 for e in entries if e["kind"] == ResourceKind.INSTANCE)), 6)
-
-
-def _price(value: Optional[float]) -> str:
-    return "-" if value is None else ("%.4f" % value).rstrip("0").rstrip(".") or "0"
-
-
-def callouts(orphans: List[Dict[str, Any]]) -> List[str]:
-    """One line per orphan, for people (the status playbook prints them)."""
-    return ["ORPHAN %s/%s %s %s of VM %s (%s $/h): %s" % (
-        e["cloud"], e.get("zone") or e["region"], e["kind"], e["id"], e["vm_name"], _price(e["price_per_hour"]),
-        e["why"]) for e in orphans]
-
-
-def format_table(entries: List[Dict[str, Any]], totals: Dict[str, float]) -> List[str]:
-    if not entries:
-        return ["nothing carrying gpuprov's identity was found"]
-    header = ("CATEGORY", "CLOUD/REGION", "KIND", "ID", "VM", "STATUS", "$/H", "ACTION")
-    rows = [header]
-    for e in entries:
-        rows.append((e["category"].upper(), "%s/%s" % (e["cloud"], e.get("zone") or e["region"]), e["kind"],
-                     e["id"], e["vm_name"] or "-", e["status"] or "-", _price(e["price_per_hour"]),
-                     e.get("action") or "-"))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    for category in CATEGORIES:
-        count = sum(1 for e in entries if e["category"] == category and e["kind"] == ResourceKind.INSTANCE)
-        if count:
-            unpriced = sum(1 for e in entries if e["category"] == category and e["kind"] == ResourceKind.INSTANCE
-                           and e["price_per_hour"] is None)
-            lines.append("TOTAL %s: %d instance(s), %s $/h%s" % (
-                category, count, _price(totals[category]),
-                " (%d without a reported price)" % unpriced if unpriced else ""))
-    return lines
 
 
 # -- removal --------------------------------------------------------------------------------
@@ -571,7 +523,7 @@ def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], 
 
 def _message(result: Dict[str, Any], remove: bool) -> str:
     msg = "%d orphan(s) (%s $/h), %d foreign, %d legacy, %d owned" % (
-        len(result["orphans"]), _price(result["cost_per_hour"]["orphan"]), len(result["foreign"]),
+        len(result["orphans"]), price_text(result["cost_per_hour"]["orphan"]), len(result["foreign"]),
         len(result["legacy"]), len(result["owned"]))
     if remove:
         msg += "; removed %d, not removed %d" % (len(result["removed"]), len(result["not_removed"]))

@@ -114,6 +114,13 @@ def test_json_of_another_shape_is_transient(fake, body):
     assert info.value.kind == K.TRANSIENT and MALFORMED_BODY in info.value.msg
 
 
+def test_a_malformed_listing_never_quotes_an_instance_password(fake):
+    fake.fail_next("instance.list", Reply(200, {"runningInstances": {"uuid": "x", "password": "hunter2-vm-pw"}}))
+    with pytest.raises(ProviderError) as info:
+        adapter(fake).observe(_location(), "vm1")
+    assert info.value.kind == K.TRANSIENT and "hunter2-vm-pw" not in info.value.msg and "***" in info.value.msg
+
+
 def test_a_launch_without_an_id_is_transient(fake):
     provider = adapter(fake)
     fake.fail_next("instance.launch", Reply(202, {"response": ""}))

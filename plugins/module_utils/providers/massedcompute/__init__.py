@@ -48,6 +48,16 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
 ANY_REGION = "any"   # the launch's regionName that lets Massed Compute choose
 
 
+def _without_passwords(body: Any) -> Any:
+    """``body`` with every ``password`` value hidden: an instance carries its login password in
+    clear, and an error message quoting a body ends up in the journal."""
+    if isinstance(body, dict):
+        return {k: "***" if k == "password" else _without_passwords(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_without_passwords(v) for v in body]
+    return body
+
+
 class MassedComputeProvider(TypedOptionsProvider):
     name = "massedcompute"
     option_spec = OPTIONS
@@ -78,7 +88,8 @@ class MassedComputeProvider(TypedOptionsProvider):
             return value
         kind, block = classify(RULES, 200, MALFORMED_BODY, "")
         raise RestError(kind, "massedcompute %s %s: HTTP 200 %s: expected {%r: %s}, got %.200s" % (
-            method, path, MALFORMED_BODY, field, shape.__name__, body), block, status=200, code=MALFORMED_BODY)
+            method, path, MALFORMED_BODY, field, shape.__name__, _without_passwords(body)), block, status=200,
+            code=MALFORMED_BODY)
 
     def _get(self, path: str, field: str, shape: type = list) -> Any:
         return self._field(self.api.get(path), "GET", path, field, shape)

@@ -48,6 +48,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.offer_blocks import (
+    is_blocked, make_block, next_cursor, search_size,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.search_rows import (
     SEARCH_TABLES, plan_body, whole_search,
 )
@@ -73,47 +76,11 @@ def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> 
     return "gpuprov-%s-%s" % (vm_name, digest[:12])
 
 
-def is_blocked(offer: Dict[str, Any], blocks: List[Dict[str, Any]]) -> bool:
-    for b in blocks:
-        if b["cloud"] != offer["cloud"]:
-            continue
-        scope = b["scope"]
-        if scope == BlockScope.CLOUD:
-            return True
-        if b["region"] != offer["region"]:
-            continue
-        if scope == BlockScope.REGION:
-            return True
-        if scope == BlockScope.INSTANCE_TYPE and b["instance_type"] == offer["instance_type"]:
-            return True
-        if scope == BlockScope.OFFER and b["offer_id"] == Offer.from_dict(offer).offer_id:
-            return True
-    return False
-
-
-def make_block(offer: Dict[str, Any], scope: str, reason: str) -> Dict[str, Any]:
-    return {"scope": scope, "cloud": offer["cloud"], "region": offer["region"],
-            "instance_type": offer["instance_type"], "offer_id": Offer.from_dict(offer).offer_id,
-            "reason": reason}
-
-
-def _next_cursor(offers: List[Dict[str, Any]], blocked: List[Dict[str, Any]], start: int) -> Optional[int]:
-    for index in range(start, len(offers)):
-        if not is_blocked(offers[index], blocked):
-            return index
-    return None
-
-
 def _offer(state: Dict[str, Any]) -> Dict[str, Any]:
     search = state["search"]
     if "offer" in search:
         return search["offer"]
     return search["offers"][search["cursor"]]
-
-
-def search_size(search: Dict[str, Any]) -> int:
-    """How many offers a search plans (either layout)."""
-    return search["size"] if "size" in search else len(search.get("offers") or [])
 
 
 def _clear_search_rows(key: str) -> Tuple[str, Sequence[Any]]:
@@ -561,7 +528,7 @@ class LaunchMachine(Machine):
         blocked = [b for b in search["blocked"] if b["scope"] != BlockScope.OFFER]
         if block and block["scope"] != BlockScope.OFFER:
             blocked.append(block)
-        following = _next_cursor(offers, blocked, cursor + 1)
+        following = next_cursor(offers, blocked, cursor + 1)
         if following is None:
             full = self._full_search(search, left) if not rows else dict(
                 search, history=search["history"] + [left["history"]],

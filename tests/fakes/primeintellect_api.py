@@ -24,19 +24,24 @@ from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import Marketplac
 IMAGES = ["ubuntu_22_cuda_12", "cuda_12_1_pytorch_2_2", "cuda_11_8_pytorch_2_1", "stable_diffusion", "flux"]
 
 
-def _resource(default: int) -> Dict[str, Any]:
+def _resource(default: Optional[int]) -> Dict[str, Any]:
     return {"minCount": None, "defaultCount": default, "maxCount": None, "pricePerUnit": None, "step": None,
             "defaultIncludedInPrice": None, "additionalInfo": None}
+
+
+# An item's ``region`` (the availability filter ``regions`` takes these names) by its country.
+REGIONS = {"US": "united_states", "CA": "canada", "FI": "europe_north", "RO": "europe_east"}
 
 
 def offer(cloud_id: str, gpu_type: str, provider: str, data_center: str, country: str, price: Optional[float],
           gpu_count: int = 1, stock: str = "Available", socket: str = "PCIe", security: str = "secure_cloud",
           spot: bool = False, images: Optional[List[str]] = None, gpu_memory: int = 80) -> Dict[str, Any]:
-    """One availability item, every documented field present."""
+    """One availability item, every documented field present (as the CLI's test data shows them)."""
     return {
         "cloudId": cloud_id, "gpuType": gpu_type, "socket": socket, "provider": provider,
-        "dataCenter": data_center, "country": country, "gpuCount": gpu_count, "gpuMemory": gpu_memory,
-        "disk": _resource(100), "vcpu": _resource(16 * gpu_count), "memory": _resource(120 * gpu_count),
+        "region": REGIONS.get(country, "europe_west"), "dataCenter": data_center, "country": country,
+        "gpuCount": gpu_count, "gpuMemory": gpu_memory, "disk": _resource(100), "sharedDisk": _resource(None),
+        "vcpu": _resource(16 * gpu_count), "memory": _resource(120 * gpu_count),
         "internetSpeed": None, "interconnect": None, "interconnectType": None, "provisioningTime": None,
         "stockStatus": stock, "security": security,
         "prices": {"onDemand": price, "communityPrice": None, "isVariable": None, "currency": "USD"},
@@ -202,8 +207,10 @@ class PrimeIntellectApiFake(MarketplaceFake):
         if page < 1 or not 1 <= size <= 100:
             return Reply(422, {"detail": [{"loc": ["query", "page_size"], "msg": "page >= 1, 1 <= page_size <= 100",
                                            "type": "less_than_equal"}]})
+        regions = req.query.get("regions") or []
         items = [o for o in self.offers
-                 if (req.arg("gpu_type") in (None, o["gpuType"]))
+                 if (not regions or o["region"] in regions)
+                 and (req.arg("gpu_type") in (None, o["gpuType"]))
                  and (count is None or o["gpuCount"] == count)
                  and (req.arg("security") in (None, o["security"]))
                  and (req.arg("socket") in (None, o["socket"]))]

@@ -16,6 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintel
     PrimeIntellectProvider, catalog,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import Reply  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.primeintellect_api import (  # noqa: E402
     PrimeIntellectApiFake, offer,
 )
@@ -95,6 +96,11 @@ def test_spot_regions_providers_and_security_filters(fake):
     assert [o.region for o in by_country] == ["US-KS-2"]
     asked = adapter(fake, regions=["us"]).plan(ResourceRequest(vm_name="u1", gpu="H100", regions=["canada-1"]))
     assert [o.region for o in asked] == ["CANADA-1"]   # the request's regions win over the option
+    # Prime's own region names (an item's "region"; the availability filter "regions" takes them)
+    assert [o.region for o in adapter(fake, regions=["united_states"]).plan(
+        ResourceRequest(vm_name="u1", gpu="H100"))] == ["US-KS-2"]
+    assert [o.region for o in adapter(fake).plan(
+        ResourceRequest(vm_name="u1", gpu="H100", regions=["canada"]))] == ["CANADA-1"]
     assert [o.region for o in adapter(fake, providers=["RunPod"]).plan(
         ResourceRequest(vm_name="u1", gpu="H100"))] == ["US-KS-2"]
     assert adapter(fake, security="secure_cloud").plan(ResourceRequest(vm_name="u1", gpu="RTX4090")) == []
@@ -148,7 +154,8 @@ def test_every_mapped_gpu_is_canonical():
     ({"sshConnection": "ubuntu@5.6.7.8", "ip": "5.6.7.8"}, SshEndpoint("5.6.7.8", 22, "ubuntu")),
     ({"sshConnection": ["root@9.9.9.9 -p 40022"], "ip": ["9.9.9.9"]}, SshEndpoint("9.9.9.9", 40022, "root")),
     ({"sshConnection": "ssh root@1.2.3.4 -p 22", "ip": None}, SshEndpoint("1.2.3.4", 22, "root")),
-    ({"sshConnection": "root@10.0.0.1 -p 22", "ip": "203.0.113.9"}, SshEndpoint("203.0.113.9", 22, "root")),
+    # the connection string's host, as `prime pods ssh` uses it, even when ip says otherwise
+    ({"sshConnection": "root@198.51.100.7 -p 30022", "ip": "10.0.0.5"}, SshEndpoint("198.51.100.7", 30022, "root")),
     ({"sshConnection": [None], "ip": [None]}, None),
     ({"sshConnection": None, "ip": "1.2.3.4"}, None),
     ({"sshConnection": "", "ip": "1.2.3.4"}, None),
@@ -256,6 +263,23 @@ def test_observe_boots_then_reports_the_endpoint_and_journal(fake):
     assert [o.status for o in prime.observe(WHERE, "u1")] == [Status.TERMINATING]
     assert prime.observe(WHERE, "u1") == []         # TERMINATED: gone for gpuprov
     assert prime.observe(WHERE, "u1") == [] and fake.pods == {}
+
+
+@pytest.mark.parametrize("reply", [
+    Reply(404, {"detail": "Pod not found"}), Reply(400, {"detail": "Pod abc123 not found"}),
+    Reply(400, {"detail": "Pod already terminated"}), Reply(410, {"detail": "Gone"}),
+])
+def test_delete_of_a_pod_prime_no_longer_knows_is_success(fake, reply):
+    fake.fail_next("pods.delete", reply)
+    adapter(fake).delete(WHERE, "u1", ["abc123"])
+
+
+def test_delete_refused_for_another_reason_is_an_error(fake):
+    fake.fail_next("pods.delete", Reply(400, {"detail": "Pod is locked by a running job"}))
+    with pytest.raises(ProviderError) as info:
+        adapter(fake).delete(WHERE, "u1", ["abc123"])
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    adapter(fake).delete(WHERE, "u1", ["never-made"])  # the fake's own 404
 
 
 def test_a_pod_named_exactly_the_vm_is_legacy(fake):

@@ -11,13 +11,15 @@ the official ``prime`` CLI is a thin wrapper over the same endpoints).
   registered). Prime puts the account's keys into new pods; it has no firewall API (the
   underlying provider decides which ports are open), so ``allowed_cidrs`` has no effect.
 * create: one ``POST /api/v1/pods/``; the pod name carries the VM name and journal id.
-* observe: ``GET /api/v1/pods/`` (``offset``/``limit``), filtered by name; the SSH user and
-  port come from ``sshConnection``, the host from ``ip``.
-* delete: ``DELETE /api/v1/pods/{id}`` (404 is success); cleanup deletes this VM's key.
+* observe: ``GET /api/v1/pods/`` (``offset``/``limit``), filtered by name; the SSH user, host
+  and port come from ``sshConnection`` (``ip`` only when the string has no host).
+* delete: ``DELETE /api/v1/pods/{id}`` (a pod already gone is success); cleanup deletes this
+  VM's key (``DELETE /api/v1/ssh_keys/{id}``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
@@ -38,6 +40,8 @@ AVAILABILITY = "/api/v1/availability/gpus"
 PODS = "/api/v1/pods/"
 SSH_KEYS = "/api/v1/ssh_keys/"
 PAGE_SIZE = 100
+# A delete refused because the pod is already gone.
+POD_GONE = re.compile(r"pod (?:\S+ )?(?:was )?not found|already (?:terminated|deleted)", re.IGNORECASE)
 # The pod fields diagnose shows as the vendor's own view.
 VENDOR_FIELDS = ("providerType", "status", "installationStatus", "installationProgress", "installationFailure",
                  "priceHr", "gpuName", "gpuCount", "sshConnection", "ip")
@@ -120,8 +124,9 @@ class PrimeIntellectProvider(TypedOptionsProvider):
                 continue
             if bool(item.get("isSpot")) != bool(request.spot):
                 continue
-            if wanted_regions and not {str(item.get("dataCenter") or "").lower(),
-                                       str(item.get("country") or "").lower()} & wanted_regions:
+            # A data center (US-KS-2), a country (US) or Prime's region (united_states, canada, ...).
+            if wanted_regions and not {str(item.get(field) or "").lower()
+                                       for field in ("dataCenter", "country", "region")} & wanted_regions:
                 continue
             if providers and str(item.get("provider") or "").lower() not in providers:
                 continue
@@ -196,9 +201,15 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         return found
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
+        """``DELETE /api/v1/pods/{id}`` per id; a pod Prime no longer knows is deleted: a 404,
+        or any 4xx whose ``detail`` says it is not found or already terminated."""
         validate_vm_name(vm_name)
         for instance_id in instance_ids:
-            self.client.delete(PODS.rstrip("/") + "/" + quote(str(instance_id), safe=""), allow_status=(404,))
+            try:
+                self.client.delete(PODS.rstrip("/") + "/" + quote(str(instance_id), safe=""), allow_status=(404, 410))
+            except RestError as err:
+                if not (err.status and 400 <= err.status < 500 and POD_GONE.search(err.msg)):
+                    raise
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: pods and keys are listed account-wide (owned.py). Pure."""

@@ -223,9 +223,9 @@ _PORT_RE = re.compile(r"(?:^|\s)-p\s*(?P<port>\d+)(?:\s|$)")
 
 
 def ssh_endpoint(pod: Dict[str, Any]) -> Optional[SshEndpoint]:
-    """The endpoint from ``sshConnection`` ("root@1.2.3.4 -p 22": user, port; no ``-p``
-    means 22) and ``ip`` (the host; the sshConnection's host when ip is missing). None
-    until the user, host and port are all known."""
+    """The endpoint from ``sshConnection`` ("root@1.2.3.4 -p 22": user, host, port; no
+    ``-p`` means 22), the string Prime's own CLI (``prime pods ssh``) connects with; ``ip``
+    only stands in for a host the string lacks. None until user, host and port are known."""
     connection = _first(pod.get("sshConnection"))
     if not connection:
         return None
@@ -234,7 +234,7 @@ def ssh_endpoint(pod: Dict[str, Any]) -> Optional[SshEndpoint]:
         return None
     port_found = _PORT_RE.search(found.group("rest"))
     port = int(port_found.group("port")) if port_found else 22
-    host = _first(pod.get("ip")) or found.group("host")
+    host = found.group("host") or _first(pod.get("ip"))
     if not host or not 0 < port < 65536:
         return None
     return SshEndpoint(host=host, port=port, user=found.group("user"))

@@ -242,6 +242,18 @@ def test_observe_reads_every_page_of_a_busy_environment(fake, cap):
     assert {query["pageSize"][0] for _key, _method, _path, query, _body in fake.calls_of("vms.list")} == {"100"}
 
 
+def test_pages_stop_at_a_short_capped_or_unpaged_page():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack import Pages
+    pages = Pages(size=4)
+    query = pages.start({"environment": "e"})
+    assert query == {"environment": "e", "page": 1, "pageSize": 4}
+    assert pages.follow({"page_size": 4}, "u", query, [1, 2, 3, 4], 4) == ("u", dict(query, page=2))
+    assert pages.follow({"page_size": 4}, "u", query, [1, 2, 3], 3) is None          # short: the last
+    assert pages.follow({"page_size": 2}, "u", query, [1, 2], 2) == ("u", dict(query, page=2))   # capped at 2
+    assert pages.follow({}, "u", query, [1, 2, 3, 4, 5], 5) is None                  # not paged: everything
+    assert pages.follow({}, "u", query, [], 0) is None
+
+
 # -- delete / cleanup ---------------------------------------------------------------------------
 
 def test_delete_unknown_deleting_and_still_creating(fake):

@@ -59,7 +59,8 @@ ATTACHED = "ATTACHED"
 class Pages(PageNumber):
     """Hyperstack's ``page``/``pageSize`` query (the OpenAPI's names: a ``page_size`` query is
     ignored and the server's default size applies). A page shorter than the size the answer
-    reports in ``page_size`` (the server may cap ours) is the last."""
+    reports in ``page_size`` (the server may cap ours) is the last; so is one longer than the
+    size asked (the server did not page: it sent everything)."""
 
     def __init__(self, size: int = PAGE_SIZE):
         super().__init__(param="page", size_param="pageSize", size=size)
@@ -70,7 +71,7 @@ class Pages(PageNumber):
         size = self.size
         if isinstance(reported, int) and not isinstance(reported, bool) and 0 < reported < size:
             size = reported
-        if not page or len(page) < size:
+        if not page or len(page) < size or len(page) > self.size:
             return None
         return url, dict(params, **{self.param: int(params[self.param]) + 1})
 

@@ -97,6 +97,7 @@ class VerdaApiFake(MarketplaceFake):
         self.scripts: Dict[str, Dict[str, Any]] = {}
         self.volumes: Dict[str, Dict[str, Any]] = {}
         self.tokens_issued = 0
+        self.refresh_tokens: Set[str] = set()
         self.no_capacity_next = 0      # accepted creates that then read status no_capacity
         self.ssh_port = self._free_port()
         self._forwarders: Dict[str, PortForwarder] = {}
@@ -210,14 +211,26 @@ class VerdaApiFake(MarketplaceFake):
     # -- auth --------------------------------------------------------------------------
     @route("POST", r"/v1/oauth2/token", key="oauth2.token")
     def issue_token(self, req) -> Reply:
+        """GetAccessTokenDto {grant_type, client_id, client_secret} or RefreshAccessTokenPublicApiDto
+        {grant_type, refresh_token} (a refresh token this fake issued)."""
         body = req.json
         if not isinstance(body, dict) or body.get("grant_type") not in ("client_credentials", "refresh_token"):
-            return _error(400, "invalid_request", "grant_type must be client_credentials or refresh_token")
+            return _error(400, "invalid_request", "unsupported grant type")
+        if body["grant_type"] == "client_credentials":
+            problems = self.check_fields(body, ("grant_type", "client_id", "client_secret"))
+        else:
+            problems = self.check_fields(body, ("grant_type", "refresh_token"), ("client_id", "client_secret"))
+        if problems:
+            return _error(400, "invalid_request", "; ".join(problems))
         if body["grant_type"] == "client_credentials" and (
                 body.get("client_id") != CLIENT_ID or body.get("client_secret") != CLIENT_SECRET):
-            return _error(401, "unauthorized_request", "Invalid client credentials")
+            return _error(401, "unauthorized_request", "Invalid client id or client secret")
+        if body["grant_type"] == "refresh_token" and body["refresh_token"] not in self.refresh_tokens:
+            return _error(401, "unauthorized_request", "Invalid refresh token")
         self.tokens_issued += 1
-        return Reply(200, {"access_token": self.token, "refresh_token": "verda-refresh-" + uuid.uuid4().hex,
+        refresh = "verda-refresh-" + uuid.uuid4().hex
+        self.refresh_tokens.add(refresh)
+        return Reply(200, {"access_token": self.token, "refresh_token": refresh,
                            "scope": "cloud-api-v1", "token_type": "Bearer", "expires_in": 3600})
 
     # -- catalog -----------------------------------------------------------------------

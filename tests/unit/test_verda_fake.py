@@ -47,6 +47,22 @@ def test_token_endpoint_refuses_bad_credentials(fake):
     assert answer.status_code == 401 and answer.json()["code"] == "unauthorized_request"
 
 
+def test_token_endpoint_takes_the_documented_grants_only(fake):
+    url = fake.api_url + "/oauth2/token"
+    first = requests.post(url, timeout=10, json={
+        "grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}).json()
+    again = requests.post(url, timeout=10, json={"grant_type": "refresh_token",
+                                                 "refresh_token": first["refresh_token"]})
+    assert again.status_code == 200 and again.json()["access_token"]
+    stale = requests.post(url, timeout=10, json={"grant_type": "refresh_token", "refresh_token": "made-up"})
+    assert stale.status_code == 401 and stale.json()["code"] == "unauthorized_request"
+    extra = requests.post(url, timeout=10, json={"grant_type": "client_credentials", "client_id": CLIENT_ID,
+                                                 "client_secret": CLIENT_SECRET, "scope": "all"})
+    assert extra.status_code == 400 and "unknown field 'scope'" in extra.json()["message"]
+    assert requests.post(url, timeout=10, json={"grant_type": "password"}).json() == {
+        "code": "invalid_request", "message": "unsupported grant type"}
+
+
 def test_bad_or_missing_bearer_is_refused_with_verdas_body(fake):
     answer = _call(fake, "GET", "/instances", token="not-a-token")
     assert answer.status_code == 401 and answer.json() == {

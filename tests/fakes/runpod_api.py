@@ -6,8 +6,9 @@ account's SSH keys.
 * Auth: ``Authorization: Bearer <token>``; otherwise 401 problem JSON.
 * Errors are RFC 9457 problem JSON (``title``, ``status``, ``detail``, ``errors``) sent as
   ``application/problem+json``. Unknown or missing fields of a pod create are 422 with
-  ``errors`` listing each violation; a GPU type the catalog lacks, or a data center id it
-  does not know, is 400; no stock where the pod must go is 400 with RunPod's capacity text.
+  ``errors`` listing each violation (mounts, flags and data center ids included); a GPU
+  type the catalog lacks, or a data center id it does not know, is 400; no stock where the
+  pod must go is 400 with RunPod's capacity text.
 * Lifecycle: a pod is PROVISIONING, then STARTING on its first read, RUNNING on the
   ``boot_polls``-th read (or at once with :meth:`settle`). Once RUNNING, a real sshd
   authorising the keys in the pod's env ``PUBLIC_KEY`` (or, with ``startSsh`` and no
@@ -168,6 +169,36 @@ class RunpodApiFake(MarketplaceFake):
             problems.append("cloud: must be one of [SECURE COMMUNITY]")
         if "disk" in body and not (isinstance(body["disk"], int) and body["disk"] >= 1):
             problems.append("disk: must be an integer >= 1")
+        if isinstance(body.get("name"), str) and not body["name"]:
+            problems.append("name: must be at least 1 character")
+        centers = body.get("dataCenterIds", [])
+        if not isinstance(centers, list) or not all(isinstance(c, str) for c in centers):
+            problems.append("dataCenterIds: must be an array of strings")
+        for flag in ("startSsh", "startJupyter", "globalNetworking"):
+            if flag in body and not isinstance(body[flag], bool):
+                problems.append("%s: must be a boolean" % flag)
+        problems += self._validate_mounts(body.get("mounts"))
+        return problems
+
+    def _validate_mounts(self, mounts: Any) -> List[str]:
+        """Mounts (additionalProperties false): persistent {size >= 10, path} or network [{volumeId, path}] (<= 1)."""
+        if mounts is None:
+            return []
+        problems = ["mounts: " + p for p in self.check_fields(mounts, optional=("persistent", "network"))]
+        if problems:
+            return problems
+        persistent = mounts.get("persistent")
+        if persistent is not None:
+            problems += ["mounts.persistent: " + p for p in self.check_fields(persistent, ("size", "path"))]
+            if isinstance(persistent, dict) and not (isinstance(persistent.get("size"), int)
+                                                     and persistent["size"] >= 10):
+                problems.append("mounts.persistent.size: must be an integer >= 10")
+        network = mounts.get("network")
+        if network is not None and not (isinstance(network, list) and len(network) <= 1 and not any(
+                self.check_fields(n, ("volumeId", "path")) for n in network)):
+            problems.append("mounts.network: at most one {volumeId, path}")
+        if persistent is not None and network is not None:
+            problems.append("mounts: persistent and network are exclusive")
         return problems
 
     def _place(self, body: Dict[str, Any]):

@@ -90,7 +90,9 @@ def test_offers_instance_and_info_on_the_runpod_fake(runpod_fake, ansible, tmp_p
     assert made["prepared"]["ssh_key_name"].startswith("gpuprov-rp1-")
     pod = runpod_fake.pods[pod_id]
     assert pod["name"] == "rp1" and pod["env"]["GPUPROV_VM_NAME"] == "rp1" and pod["env"]["GPUPROV_JOURNAL_ID"]
-    assert runpod_fake.account_keys == []   # the account's keys are never touched
+    # the key is registered under its gpuprov name (and also rides in the pod's env)
+    assert runpod_fake.account_keys == [pod["env"]["PUBLIC_KEY"]]
+    assert pod["env"]["PUBLIC_KEY"].endswith(" " + made["prepared"]["ssh_key_name"])
 
     [seen] = saved["info"]["instances"]
     assert seen["instance_id"] == pod_id and seen["status"] == "Running"

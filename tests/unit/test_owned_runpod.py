@@ -1,6 +1,6 @@
 """RunpodProvider.sweep_locations / list_owned (the orphan sweep's listing) against the RunPod
 API fake: pods made through the adapter's own prepare/create for this journal, another one
-and none, plus a pod without gpuprov's identity."""
+and none, plus a pod without gpuprov's identity, and the key line prepare registered."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ def test_list_owned_lists_every_journal_s_pods(fake):
     fake.pods["stranger"] = dict(fake.pods[mine], id="stranger", env={"JUPYTER_PASSWORD": "x"})
 
     found = make(fake, JOURNAL).list_owned(EVERYWHERE)
+    # one key line: the first prepare registered it, the two others found its material registered
+    [key] = [o for o in found if o.kind == ResourceKind.SSH_KEY]
+    assert (key.vm_name, key.location, key.journal_id) == ("own1", Location("runpod", "global"), None)
+    assert key.resource_id.startswith("gpuprov-own1-") and fake.account_keys[0].endswith(key.resource_id)
+    found = [o for o in found if o.kind == ResourceKind.INSTANCE]
     assert sorted(o.resource_id for o in found) == sorted([mine, other, legacy])
     by_id = {o.resource_id: o for o in found}
     for pod_id, vm_name, journal_id in [(mine, "own1", JOURNAL), (other, "own2", OTHER), (legacy, "own3", None)]:
@@ -63,7 +68,7 @@ def test_a_data_center_narrows_the_result_and_exited_pods_are_listed(fake):
     _offer, mine = launch(make(fake, JOURNAL), "own1")
     placed = fake.pods[mine]["dataCenterId"]
     fake.pods[mine]["status"] = "EXITED"
-    (seen,) = make(fake).list_owned(Location("runpod", placed))
+    (seen,) = make(fake).list_owned(Location("runpod", placed))   # a data center lists no account key
     assert (seen.resource_id, seen.status) == (mine, Status.STOPPED)
     assert make(fake).list_owned(Location("runpod", "XX-NOWHERE-1")) == []
 

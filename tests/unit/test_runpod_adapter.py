@@ -15,7 +15,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.runpod import (  # noqa: E402
     RunpodProvider, catalog,
 )
-from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import RunpodApiFake  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import Reply, RunpodApiFake  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f me@laptop"
 
@@ -111,19 +111,82 @@ def test_gpu_ids_map_to_canonical_names():
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import GPUS
     assert set(catalog.GPU_IDS.values()) <= set(GPUS)
     assert catalog.canonical("NVIDIA H100 NVL") == "H100-NVL" and catalog.canonical("NVIDIA RTX A2000") is None
+    # from RunPod's references/gpu-types table; a MIG slice is not a whole GPU and is never offered
+    assert catalog.canonical("NVIDIA RTX PRO 4500 Blackwell") == "RTXPRO4500"
+    assert catalog.canonical("NVIDIA RTX 4000 SFF Ada Generation") == "RTX4000ADA"
+    assert catalog.canonical("NVIDIA RTX PRO 6000 Blackwell Server Edition MIG 1g.24gb") is None
 
 
 # -- prepare / create ------------------------------------------------------------------------
 
-def test_prepare_registers_nothing_and_names_the_key(fake):
+USERS_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBBBB user@desk"
+
+
+def test_prepare_registers_the_key_beside_the_accounts_own_and_names_it(fake):
+    fake.account_keys = [USERS_KEY]
     provider = adapter(fake)
     offer = provider.plan(ResourceRequest(vm_name="pod-a", gpu="RTX4090"))[0]
     prepared = provider.prepare(offer, spec(open_ports=[22, 8888]))
-    assert fake.calls_of("ssh_keys.put") == [] and fake.calls_of("ssh_keys.get") == []
     name = prepared["ssh_key_name"]
     assert name.startswith("gpuprov-pod-a-") and len(name) == len("gpuprov-pod-a-") + 12
     assert prepared["public_key"] == " ".join(KEY.split()[:2] + [name])
     assert prepared["ports"] == ["22/tcp", "8888/tcp"]
+    assert fake.account_keys == [USERS_KEY, prepared["public_key"]]
+    # again (a retried prepare, or another VM with the same key): reused, not written twice
+    assert provider.prepare(offer, spec()) == dict(prepared, ports=["22/tcp"])
+    provider.prepare(offer, spec("pod-b"))
+    assert fake.account_keys == [USERS_KEY, prepared["public_key"]] and len(fake.calls_of("ssh_keys.put")) == 1
+
+
+def test_a_key_registered_under_another_comment_is_reused(fake):
+    fake.account_keys = [" ".join(KEY.split()[:2]) + " my laptop"]
+    provider = adapter(fake)
+    provider.prepare(provider.plan(ResourceRequest(vm_name="pod-a", gpu="RTX4090"))[0], spec())
+    assert fake.calls_of("ssh_keys.put") == [] and fake.account_keys == [" ".join(KEY.split()[:2]) + " my laptop"]
+    provider.cleanup(Location("runpod", "US-TX-3"), "pod-a")
+    assert fake.account_keys == [" ".join(KEY.split()[:2]) + " my laptop"]   # not ours to remove
+
+
+def test_cleanup_removes_only_this_vms_key_lines(fake):
+    provider = adapter(fake)
+    offer = provider.plan(ResourceRequest(vm_name="pod-a", gpu="RTX4090"))[0]
+    mine = provider.prepare(offer, spec())["public_key"]
+    other_vm = catalog.key_line("pod-ab", USERS_KEY)["line"]
+    fake.account_keys = [USERS_KEY, mine, other_vm]
+    provider.cleanup(offer.location, "pod-a")
+    assert fake.account_keys == [USERS_KEY, other_vm]
+    before = len(fake.calls_of("ssh_keys.put"))
+    provider.cleanup(offer.location, "pod-a")   # nothing left of it: no write
+    assert len(fake.calls_of("ssh_keys.put")) == before
+
+
+def test_cleanup_leaves_the_key_line_while_another_journals_pod_of_the_name_lives(fake):
+    first, second = adapter(fake), RunpodProvider({"api_url": fake.api_url, "api_key": fake.token},
+                                                  journal_id="j-2")
+    offer = first.plan(ResourceRequest(vm_name="pod-a", gpu="RTX4090"))[0]
+    pod_id = first.create(offer, first.prepare(offer, spec()), spec())
+    registered = list(fake.account_keys)
+    second.cleanup(offer.location, "pod-a")
+    assert fake.account_keys == registered and registered
+    first.delete(offer.location, "pod-a", [pod_id])
+    second.cleanup(offer.location, "pod-a")   # its pod gone: the line is nobody's now
+    assert fake.account_keys == []
+
+
+def test_a_malformed_key_list_is_classified(fake):
+    fake.fail_next("ssh_keys.get", Reply(200, {"keys": "ssh-ed25519 AAAA"}))
+    provider = adapter(fake)
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(provider.plan(ResourceRequest(vm_name="pod-a", gpu="RTX4090"))[0], spec())
+    assert info.value.kind == ErrorKind.FAILED and "account/ssh-keys" in info.value.msg
+    assert fake.calls_of("ssh_keys.put") == []
+
+
+@pytest.mark.parametrize("version", ["12", "12.4.1", "v12.4"])
+def test_a_min_cuda_version_the_create_body_refuses_is_refused_up_front(fake, version):
+    with pytest.raises(ProviderError) as info:
+        adapter(fake, min_cuda_version=version)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and "min_cuda_version: expected major.minor" in info.value.msg
 
 
 def test_create_is_one_call_with_identity_in_name_and_env(fake):
@@ -234,6 +297,19 @@ def test_fake_refuses_unknown_and_missing_fields(fake):
     assert "$: unknown field 'bogus'" in errors and "gpu: unknown field 'size'" in errors
     reply = _post(fake, {"image": "i", "gpu": {"id": "NVIDIA L4"}})
     assert reply.status_code == 422 and "$: missing field 'name'" in reply.json()["errors"]
+
+
+@pytest.mark.parametrize("extra,violation", [
+    ({"mounts": {"persistent": {"size": 5, "path": "/w"}}}, "mounts.persistent.size: must be an integer >= 10"),
+    ({"mounts": {"persistent": {"size": 20}}}, "mounts.persistent: missing field 'path'"),
+    ({"mounts": {"local": {}}}, "mounts: unknown field 'local'"),
+    ({"startSsh": "yes"}, "startSsh: must be a boolean"),
+    ({"dataCenterIds": "US-TX-3"}, "dataCenterIds: must be an array of strings"),
+    ({"name": ""}, "name: must be at least 1 character"),
+])
+def test_fake_refuses_what_the_create_schema_refuses(fake, extra, violation):
+    reply = _post(fake, dict({"name": "x", "image": "i", "gpu": {"id": "NVIDIA L4"}}, **extra))
+    assert reply.status_code == 422 and violation in reply.json()["errors"]
 
 
 def test_fake_refuses_a_bad_key_with_problem_json(fake):

@@ -6,8 +6,8 @@ Errors are injected as RunPod answers them (problem JSON on the primitive's next
 ================  ==============================================  ==========================
 kind              how                                             primitives
 ================  ==============================================  ==========================
-Transient         429 with Retry-After                            plan, create, observe, delete
-Credentials       401 invalid bearer token                        plan, create, observe, delete
+Transient         429 with Retry-After                            every primitive
+Credentials       401 invalid bearer token                        every primitive
 InvalidRequest    plan: 400 (include without product);            plan, create
                   create: 422 with validation errors
 Capacity          create: 400 "no longer any instances available" create
@@ -16,8 +16,8 @@ Unavailable       create: 403 pool access                         create
 Failed            a 200 whose body is not JSON                    plan, observe
 ================  ==============================================  ==========================
 
-prepare and cleanup make no API call (the key rides in the pod's env), so nothing can
-make them fail; those combinations skip with the reason.
+prepare and cleanup read the account's SSH keys (``GET /v2/account/ssh-keys``) before
+they write them: the injected error answers that read.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import RunpodApiFa
 
 K = ErrorKind
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f conf@runpod"
-CALLS = {"plan": "catalog.gpus", "create": "pods.create", "observe": "pods.list", "delete": "pods.delete"}
+CALLS = {"plan": "catalog.gpus", "prepare": "ssh_keys.get", "create": "pods.create", "observe": "pods.list",
+         "delete": "pods.delete", "cleanup": "ssh_keys.get"}
 
 
 class RunpodHarness(FakeApiHarness):
@@ -59,9 +60,7 @@ class RunpodHarness(FakeApiHarness):
     def inject_error(self, primitive: str, kind: str) -> None:
         if primitive not in ("plan", "prepare", "create", "observe", "delete", "cleanup"):
             raise ValueError("unknown primitive %r" % (primitive,))
-        key = CALLS.get(primitive)
-        if key is None:
-            pytest.skip("runpod's %s makes no API call: nothing can fail it" % primitive)
+        key = CALLS[primitive]
         if kind == K.TRANSIENT:
             self.fake.rate_limit(key, retry_after=7)
         elif kind == K.CREDENTIALS:

@@ -12,24 +12,29 @@ to ``RUNPOD_API_KEY``.
   One offer per GPU type x data center: region = the data center id, price = the
   per-GPU list price x count, unavailable (with the reason) where the stock level is
   NONE. A GPU type in stock nowhere gives one unavailable offer in region ``any``.
-* ``prepare``: makes nothing. The controller's key goes into the pod's environment as
-  ``PUBLIC_KEY`` (the convention RunPod's images start sshd from; create's ``startSsh``
-  fills it from the account's keys only when the request does not set it), with the
-  comment ``gpuprov-<vm>-<fingerprint>``. The account key list is never written: its
-  only write is a full-replacement PUT with no concurrency control, which would race
-  other controllers and the user's own edits. RunPod has no firewall API: pod ports
-  are public, and ``allowed_cidrs`` cannot be enforced.
+* ``prepare``: registers the controller's key with the account (``GET`` then ``PUT
+  /v2/account/ssh-keys``, the list being a full replacement) as the line
+  ``<type> <blob> gpuprov-<vm>-<fingerprint>``, unless a line with the same key material
+  is registered already (it is then reused, whatever its comment). The key also goes
+  into the pod's environment as ``PUBLIC_KEY`` (the convention RunPod's images start
+  sshd from; ``startSsh`` fills it from the account's keys only when the request does
+  not set it), so the login never depends on the account list: that PUT has no
+  concurrency control, and another writer's PUT in between could drop our line. RunPod
+  has no firewall API: pod ports are public, and ``allowed_cidrs`` cannot be enforced.
 * ``create``: one ``POST /v2/pods`` named after the VM, its identity in the env
   (``GPUPROV_VM_NAME``, ``GPUPROV_JOURNAL_ID``: pods have no tags), ``ports``
   holding ``22/tcp`` plus the spec's other ports, placed in the offer's data center.
 * ``observe``: ``GET /v2/pods``, filtered on the name and the env's VM name; the
   endpoint is ``ssh.direct`` (or the runtime mapping of private 22/tcp) once RUNNING.
-* ``delete``: ``DELETE /v2/pods/{id}`` (404 = already gone). ``cleanup``: nothing to
-  remove, nothing was registered.
+* ``delete``: ``DELETE /v2/pods/{id}`` (404 = already gone). ``cleanup``: removes the
+  account's key lines named ``gpuprov-<vm>-<12 hex>`` (one PUT of the rest, none when
+  there is none), unless a pod of that name made by another journal is alive. Registered
+  keys reach only pods created afterwards, so a running pod keeps its login.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -53,6 +58,8 @@ STATUS_MAP = {
 # Permanently deleted: reported as gone.
 GONE = "TERMINATED"
 ANY_REGION = "any"
+CUDA_VERSION = re.compile(r"^\d+\.\d+$")
+KEYS_PATH = "account/ssh-keys"
 
 
 class RunpodProvider(TypedOptionsProvider):
@@ -61,6 +68,11 @@ class RunpodProvider(TypedOptionsProvider):
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
+        cuda = self.options["min_cuda_version"]
+        if cuda is not None and not CUDA_VERSION.match(str(cuda)):
+            # gpu.minCudaVersion of the create body takes major.minor only (the catalog also a bare major).
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "cloud_options.runpod.min_cuda_version: expected "
+                                "major.minor (for example 12.4), got %r" % (cuda,))
         self._clients: Dict[str, RestClient] = {}
 
     def _client(self, table: str) -> RestClient:
@@ -155,12 +167,23 @@ class RunpodProvider(TypedOptionsProvider):
 
     # -- prepare / create --------------------------------------------------------------
 
+    def _account_keys(self) -> List[str]:
+        body = self.api.get(KEYS_PATH)
+        keys = body.get("keys") if isinstance(body, dict) else None
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise self._malformed("GET /v2/account/ssh-keys", "expected {\"keys\": [\"<type> <key> ...\"]}")
+        return keys
+
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
         vm = validate_vm_name(spec.vm_name)
         key = catalog.key_line(vm, spec.ssh_public_key)
-        # Nothing is made: the key travels in the pod's environment (see the module docstring).
-        return {"ssh_key_name": key["name"], "public_key": key["line"],
-                "ports": ["%d/tcp" % port for port in tcp_ports(spec.open_ports)]}
+        ports = ["%d/tcp" % port for port in tcp_ports(spec.open_ports)]
+        keys = self._account_keys()
+        wanted = catalog.material(key["line"])
+        registered = any(catalog.material(line) == wanted for line in keys)
+        if not registered:
+            self.api.put(KEYS_PATH, json={"keys": keys + [key["line"]]})
+        return {"ssh_key_name": key["name"], "public_key": key["line"], "ports": ports}
 
     def _pod_body(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> Dict[str, Any]:
         detail = offer.detail or {}
@@ -233,8 +256,17 @@ class RunpodProvider(TypedOptionsProvider):
             self.api.delete("pods/%s" % pod_id, allow_status=(404,))
 
     def cleanup(self, location: Location, vm_name: str) -> None:
-        # prepare registers nothing (the key rides in the pod's env): nothing to remove.
-        validate_vm_name(vm_name)
+        vm = validate_vm_name(vm_name)
+        keys = self._account_keys()
+        kept = [line for line in keys if catalog.key_vm(line) != vm]
+        if len(kept) == len(keys):
+            return
+        # A pod of this name made by another journal (another controller) still counts on its
+        # key line (a re-create there registers nothing new): not ours to remove.
+        if any(pod.get("status") != GONE and (pod["env"].get(catalog.JOURNAL_ID_ENV) or None) not in (
+                None, self.journal_id) for pod in self._pods(vm)):
+            return
+        self.api.put(KEYS_PATH, json={"keys": kept})
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: the pod listing is account-wide (owned.py). Pure."""

@@ -2,7 +2,8 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """RunPod's GPU type ids -> canonical GPU names, the identity a pod carries in its
-environment, the SSH key line the pod gets, and the pod's SSH endpoint.
+environment, the SSH key line the pod gets (and the account registers), and the pod's
+SSH endpoint.
 
 GPU ids are RunPod's ``GpuType.id`` (docs: references/gpu-types, the ids pod create
 takes). Ids without a canonical name in providers/gpus.py are not offered.
@@ -14,7 +15,7 @@ import base64
 import binascii
 import hashlib
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, ProviderError, SshEndpoint,
@@ -22,6 +23,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 
 GPU_IDS = {
     "AMD Instinct MI300X OAM": "MI300X",
+    "NVIDIA RTX 4000 SFF Ada Generation": "RTX4000ADA",
+    "NVIDIA RTX PRO 4500 Blackwell": "RTXPRO4500",
     "NVIDIA A100 80GB PCIe": "A100-80GB",
     "NVIDIA A100-SXM4-80GB": "A100-80GB",
     "NVIDIA A40": "A40",
@@ -98,6 +101,22 @@ def key_line(vm_name: str, public_key: str) -> Dict[str, str]:
         blob = parts[1].encode("utf-8", "replace")
     name = "gpuprov-%s-%s" % (vm_name, hashlib.sha256(blob).hexdigest()[:12])
     return {"name": name, "line": "%s %s %s" % (parts[0], parts[1], name)}
+
+
+_KEY_NAME = re.compile(r"^gpuprov-(?P<vm>.+)-[0-9a-f]{12}$")
+
+
+def material(line: Any) -> Optional[Tuple[str, str]]:
+    """``(type, base64 blob)`` of an authorized_keys line; None for one that is not a key."""
+    parts = line.split() if isinstance(line, str) else []
+    return (parts[0], parts[1]) if len(parts) >= 2 and _KEY_TYPE.match(parts[0]) else None
+
+
+def key_vm(line: Any) -> Optional[str]:
+    """The VM a registered line belongs to: its comment is ``gpuprov-<vm>-<12 hex>`` (else None)."""
+    parts = line.split(None, 2) if isinstance(line, str) else []
+    found = _KEY_NAME.match(parts[2].strip()) if len(parts) == 3 else None
+    return found.group("vm") if found else None
 
 
 def ssh_endpoint(pod: Dict[str, Any]) -> Optional[SshEndpoint]:

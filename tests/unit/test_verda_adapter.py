@@ -4,6 +4,8 @@ OAuth2 token's life, delete's per-instance results and cleanup's reach."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import uuid
 
@@ -158,6 +160,15 @@ def test_side_names_and_what_cleanup_may_take():
     assert not catalog.cleanable("my-key", "vm", JOURNAL) and not catalog.cleanable(None, "vm", JOURNAL)
 
 
+def test_key_name_carries_the_keys_fingerprint_prefix():
+    real = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKv7Vz3Qn6sXgq0m1rYb1m7r2k2Jr1hJg5jz1Qm3m5wD me@laptop"
+    blob = base64.b64decode(real.split()[1])
+    assert catalog.key_name("vm", real, None) == "gpuprov-vm-" + hashlib.sha256(blob).hexdigest()[:12]
+    assert catalog.key_name("vm", real, JOURNAL).startswith("gpuprov-vm-%s-j" % hashlib.sha256(blob).hexdigest()[:12])
+    assert catalog.cleanable(catalog.key_name("vm", real, JOURNAL), "vm", JOURNAL)
+    assert catalog.key_name("vm", real.rsplit(" ", 1)[0] + " other", None) == catalog.key_name("vm", real, None)
+
+
 def test_create_sends_the_documented_body_and_reads_a_text_id(fake):
     provider = _provider(fake)
     offer, prepared, instance_id = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"), _spec())
@@ -260,7 +271,7 @@ def test_cleanup_takes_only_this_vm_and_journal(fake):
     assert len(gone) == 2 and all(g.startswith(("sshkey:", "script:")) for g in gone)  # the other journal's
     provider.cleanup(offer.location, "unit-verda")
     assert {fake.ssh_keys[k]["name"] for k in fake.ssh_keys} == {
-        catalog.side_name("unit-verda-b", " ".join(KEY.split()[:2]), JOURNAL)}
+        catalog.key_name("unit-verda-b", KEY, JOURNAL)}
 
 
 def test_scripts_are_found_and_cleaned_past_the_first_page(fake):

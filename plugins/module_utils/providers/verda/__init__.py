@@ -19,8 +19,8 @@ the deprecated ``/sshkeys`` and ``isSpot`` spellings):
 * prepare: the VM's own SSH key (``GET``/``POST /ssh-keys``; reused when this VM's name
   for it is already registered with the same material) and, when the spec has a boot
   script, a startup script (``GET /scripts``, paged by ``page``/``pageSize``, and
-  ``POST /scripts``), each named ``gpuprov-<vm>-<12 hex of
-  sha256 of its material>-j<8 hex of sha256 of the journal id>``.
+  ``POST /scripts``), named ``gpuprov-<vm>-<12 hex>-j<8 hex of sha256 of the journal id>``:
+  the key's 12 hex are its fingerprint's (sha256 of the key blob), the script's its text's.
 * create: one ``POST /instances`` (hostname = the VM name, description and ``tags`` = the
   identity, ``startup_script_id``); Verda answers the new id as plain text.
 * observe: ``GET /instances``, kept by hostname, location and an identity description.
@@ -229,7 +229,7 @@ class VerdaProvider(TypedOptionsProvider):
         # This VM's own key, even when the material is registered under another name: Verda
         # takes one public key under several names (dstack registers it once per instance), and
         # a key shared with another VM would go with that VM's cleanup while this one needs it.
-        key_name = catalog.side_name(vm, blob, self.journal_id)
+        key_name = catalog.key_name(vm, public_key, self.journal_id)
         registered = next((k for k in self._list(SSH_KEYS)
                            if k.get("name") == key_name and _key_blob(k.get("key")) == blob), None)
         if registered is not None:

@@ -12,6 +12,8 @@ A100 40 GB from the 80 GB, the V100 16 GB from the 32 GB and the H100 from the H
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from typing import Any, Dict, List, Optional
@@ -77,10 +79,27 @@ def _journal_mark(journal_id: Optional[str]) -> str:
 
 
 def side_name(vm_name: str, material: str, journal_id: Optional[str]) -> str:
-    """The name of an SSH key or startup script made for ``vm_name``:
+    """The name of a startup script made for ``vm_name`` (its key's is key_name):
     ``gpuprov-<vm>-<12 hex of sha256(material)>[-j<8 hex of sha256(journal id)>]``."""
     digest = hashlib.sha256(material.encode("utf-8")).hexdigest()[:12]
     return "gpuprov-%s-%s%s" % (vm_name, digest, _journal_mark(journal_id))
+
+
+def key_fingerprint(public_key: str) -> str:
+    """12 hex of the SHA-256 of the decoded key blob (the digest ``ssh-keygen -l`` shows in
+    base64), as every gpuprov adapter names keys; of the text when it is not base64."""
+    parts = (public_key or "").split()
+    encoded = parts[1] if len(parts) >= 2 else public_key or ""
+    try:
+        blob = base64.b64decode(encoded.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        blob = encoded.encode("utf-8", "replace")
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def key_name(vm_name: str, public_key: str, journal_id: Optional[str]) -> str:
+    """``gpuprov-<vm>-<key fingerprint prefix>[-j<8 hex of sha256(journal id)>]``."""
+    return "gpuprov-%s-%s%s" % (vm_name, key_fingerprint(public_key), _journal_mark(journal_id))
 
 
 def cleanable(name: Any, vm_name: str, journal_id: Optional[str]) -> bool:

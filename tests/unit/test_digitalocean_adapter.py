@@ -167,8 +167,20 @@ def test_prepare_registers_the_key_and_a_tag_attached_firewall(fake):
     assert firewall["tags"] == [prepared["firewall_tag"]] == ["gpuprov-firewall:" + firewall["name"]]
     assert sorted(int(r["ports"]) for r in firewall["inbound_rules"]) == sorted({22, fake.ssh_port, 6443, 80, 443})
     assert all(r["sources"] == {"addresses": [CIDR]} for r in firewall["inbound_rules"])
-    assert {(r["protocol"], r["ports"]) for r in firewall["outbound_rules"]} == {("tcp", "0"), ("udp", "0")}
+    assert {(r["protocol"], r["ports"]) for r in firewall["outbound_rules"]} == {("tcp", "1-65535"), ("udp", "1-65535")}
     assert provider.prepare(offer_of(provider), spec()) == prepared
+
+
+@pytest.mark.parametrize("read_back", ["0", "all"])
+def test_all_ports_read_back_in_another_spelling_is_the_same_firewall(fake, read_back):
+    # The firewall schema spells "all ports" "0"; a rule read back so is not a change to PUT.
+    provider = make(fake)
+    prepared = provider.prepare(offer_of(provider), spec())
+    [firewall] = fake.firewalls.values()
+    for rule in firewall["outbound_rules"]:
+        rule["ports"] = read_back
+    assert provider.prepare(offer_of(provider), spec()) == prepared
+    assert fake.calls_of("firewalls.update") == []
 
 
 def test_an_existing_key_is_reused_whatever_its_name(fake):

@@ -64,9 +64,9 @@ PER_PAGE = 200                      # the API's maximum page size
 # Where DigitalOcean's GPU Droplets run (its GPU docs): the regions a sold-out GPU size is
 # reported unavailable in when it lists none and the request names none.
 GPU_REGIONS = ("nyc2", "tor1", "atl1", "ams3")
-# Everything out: a cloud firewall without outbound rules blocks all outbound traffic. Ports "0" is
-# the firewall schema's "all ports open for a protocol" (what the API reads back for all ports).
-OUTBOUND_RULES = [{"protocol": proto, "ports": "0", "destinations": {"addresses": ["0.0.0.0/0", "::/0"]}}
+# Everything out: a cloud firewall without outbound rules blocks all outbound traffic. "1-65535" is a
+# range, valid in the schema; its "0" (and doctl's "all") mean the same, and any of them may be read back.
+OUTBOUND_RULES = [{"protocol": proto, "ports": "1-65535", "destinations": {"addresses": ["0.0.0.0/0", "::/0"]}}
                   for proto in ("tcp", "udp")]
 _ALL_PORTS = ("0", "all", "1-65535")
 

@@ -43,6 +43,7 @@ CREATE_REQUIRED = ("instance_type", "image", "hostname", "location_code")
 CREATE_OPTIONAL = ("ssh_key_ids", "startup_script_id", "description", "tags", "os_volume", "volumes",
                    "existing_volumes", "is_spot", "coupon", "contract", "pricing")
 TAGS_MAX, TAG_KEY_MAX, TAG_VALUE_MAX = 10, 63, 127
+SPOT_POLICIES = ("keep_detached", "move_to_trash", "delete_permanently")
 IMAGES = ["ubuntu-24.04-cuda-12.8-open-docker", "ubuntu-24.04-cuda-13.0-open-docker", "ubuntu-22.04-cuda-12.0-docker"]
 
 
@@ -301,9 +302,14 @@ class VerdaApiFake(MarketplaceFake):
             return ["Invalid ssh key id"]
         if body.get("startup_script_id") and body["startup_script_id"] not in self.scripts:
             return ["Invalid startup script id"]
-        size = (body.get("os_volume") or {}).get("size", 50)
-        if not isinstance(size, int) or size < 1:
+        os_volume = body.get("os_volume") or {}
+        problems = self.check_fields(os_volume, ("name", "size"), ("on_spot_discontinue", "tags")) if os_volume else []
+        if problems:
+            return ["os_volume: " + p for p in problems]
+        if not isinstance(os_volume.get("size", 50), int) or os_volume.get("size", 50) < 1:
             return ["os_volume.size must be a positive integer"]
+        if os_volume.get("on_spot_discontinue", "keep_detached") not in SPOT_POLICIES:
+            return ["os_volume.on_spot_discontinue must be one of " + ", ".join(SPOT_POLICIES)]
         return []
 
     @route("POST", r"/v1/instances", key="instances.create")

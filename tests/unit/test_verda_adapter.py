@@ -185,6 +185,14 @@ def test_create_sends_the_documented_body_and_reads_a_text_id(fake):
     assert fake.scripts[prepared["startup_script_id"]]["script"] == "#!/bin/sh\nexport A='1'\necho hi"
 
 
+def test_a_spot_instance_takes_its_os_volume_with_it_when_discontinued(fake):
+    provider = _provider(fake)
+    _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100", spot=True), _spec(script=False))
+    body = fake.calls_of("instances.create")[-1][4]
+    assert body["is_spot"] is True
+    assert body["os_volume"] == {"name": "gpuprov-unit-verda-os", "size": 100, "on_spot_discontinue": "delete_permanently"}
+
+
 def test_create_accepts_a_json_id_and_refuses_an_empty_answer(fake):
     provider = _provider(fake)
     offer = provider.plan(ResourceRequest(vm_name="unit-verda", gpu="H100"))[0]

@@ -89,6 +89,12 @@ def test_create_refuses_unknown_and_missing_fields(fake):
             "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
             "location_code": "FIN-01", "tags": tags})
         assert answer.status_code == 400 and answer.json()["message"].startswith("tags:"), tags
+    for os_volume in ({"name": "os", "size": 50, "on_spot_discontinue": "keep"}, {"name": "os", "size": 50, "iops": 1},
+                      {"size": 50}):
+        answer = _call(fake, "POST", "/instances", token, json={
+            "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+            "location_code": "FIN-01", "os_volume": os_volume})
+        assert answer.status_code == 400 and "os_volume" in answer.json()["message"], os_volume
     answer = _call(fake, "POST", "/instances", token, data="{not json")
     assert answer.status_code == 400 and answer.json()["code"] == "invalid_request"
 

@@ -258,6 +258,10 @@ class VerdaProvider(TypedOptionsProvider):
             "os_volume": {"name": "gpuprov-%s-os" % vm, "size": self.options["os_volume_size_gb"]},
             "is_spot": bool(spec.spot or offer.spot),
         }
+        if body["is_spot"]:
+            # A spot instance Verda discontinues keeps its OS volume detached (and billed) by
+            # default; nobody would delete it: it goes with the instance.
+            body["os_volume"]["on_spot_discontinue"] = "delete_permanently"
         if prepared.get("startup_script_id"):
             body["startup_script_id"] = prepared["startup_script_id"]
         return self._post_id("instances", body)

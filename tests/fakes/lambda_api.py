@@ -382,7 +382,7 @@ class LambdaApiFake(MarketplaceFake):
 
     @route("GET", P + r"/firewall-rulesets/global", key="firewall-rulesets.global")
     def global_ruleset(self, req) -> Reply:
-        return Reply(200, {"data": {"id": "global", "name": "Global", "rules": list(self.global_rules)}})
+        return Reply(200, {"data": {"id": "global", "name": "Global", "rules": [dict(r) for r in self.global_rules]}})
 
     @route("POST", P + r"/firewall-rulesets", key="firewall-rulesets.create")
     def create_ruleset(self, req) -> Reply:

@@ -173,3 +173,18 @@ def test_a_booting_instance_lists_no_ip_at_all(fake):
                           timeout=10).json()["data"]
     [booting] = [i for i in listed if i["id"] == instance_id]
     assert booting["status"] == "booting" and "ip" not in booting and "hostname" not in booting
+
+
+# -- diagnose ------------------------------------------------------------------------------
+
+def test_diagnose_names_a_global_rule_that_opens_ssh_to_everyone(fake):
+    provider = make(fake)
+    offer = offer_of(provider)
+    instance_id = provider.create(offer, provider.prepare(offer, spec()), spec())
+    fake.finish(instance_id)
+    assert provider.diagnose(offer.location, "vm1")["findings"] == []   # the fake's global rules: icmp only
+    fake.global_rules.append({"protocol": "tcp", "port_range": [fake.ssh_port, fake.ssh_port],
+                              "source_network": "0.0.0.0/0", "description": "SSH"})
+    [finding] = provider.diagnose(offer.location, "vm1")["findings"]
+    assert "global firewall ruleset lets any address (0.0.0.0/0) reach tcp/%d" % fake.ssh_port in finding
+    assert "(SSH)" in finding

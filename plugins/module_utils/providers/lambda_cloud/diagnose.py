@@ -4,13 +4,16 @@
 """``diagnose`` for Lambda: one ``GET /instances`` read, each of the VM's instances with
 Lambda's own fields (status, instance type, ip, rulesets, the actions Lambda allows and
 why not) and findings: a status other than active, an instance without a firewall
-ruleset, a terminate Lambda says it cannot do now."""
+ruleset, a terminate Lambda says it cannot do now. With an instance, one more read,
+``GET /firewall-rulesets/global``: the account's global rules apply to every instance on
+top of its own ruleset, so a global rule letting any address reach the SSH port is a
+finding (gpuprov never writes the global ruleset)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, ProviderError
 
 
 def _vendor(instance: Dict[str, Any]) -> Dict[str, Any]:
@@ -42,6 +45,29 @@ def _findings_of(instance_id: str, vendor: Dict[str, Any], unfirewalled: List[st
     return out
 
 
+def _opens_to_all(rule: Any, port: int) -> bool:
+    if not isinstance(rule, dict) or rule.get("source_network") not in ("0.0.0.0/0", "0.0.0.0"):
+        return False
+    if rule.get("protocol") not in ("tcp", "all"):
+        return False
+    ports = rule.get("port_range")
+    return not ports or (isinstance(ports, list) and len(ports) == 2 and ports[0] <= port <= ports[1])
+
+
+def _global_findings(provider) -> List[str]:
+    port = provider.options["ssh_port"]
+    try:
+        ruleset = provider._get("/firewall-rulesets/global", dict)
+    except ProviderError as exc:
+        return ["the account's global firewall ruleset could not be read: %s" % exc.msg]
+    open_rules = [r for r in ruleset.get("rules") or [] if _opens_to_all(r, port)]
+    if not open_rules:
+        return []
+    return ["the account's global firewall ruleset lets any address (0.0.0.0/0) reach tcp/%d on every instance "
+            "(%s); the VM's own ruleset cannot narrow that: change the global ruleset to enforce allowed_cidrs"
+            % (port, "; ".join(str(r.get("description") or r.get("protocol")) for r in open_rules))]
+
+
 def diagnose(provider, location: Location, vm_name: str) -> Dict[str, Any]:
     instances: List[Dict[str, Any]] = []
     findings: List[str] = []
@@ -51,4 +77,6 @@ def diagnose(provider, location: Location, vm_name: str) -> Dict[str, Any]:
         entry["vendor"] = _vendor(raw)
         instances.append(entry)
         findings.extend(_findings_of(entry["instance_id"], entry["vendor"], unfirewalled))
+    if instances:
+        findings.extend(_global_findings(provider))
     return {"instances": instances, "findings": findings}

@@ -280,3 +280,19 @@ def test_the_fake_refuses_user_data_over_32768_characters(fake):
     with pytest.raises(ProviderError) as raised:
         provider._call("create", InstanceServiceClient, "create", request)
     assert raised.value.kind == ErrorKind.INVALID_REQUEST and "cloud_init_user_data" in raised.value.msg
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED])
+def test_a_calculator_that_refuses_leaves_the_offers_unpriced(fake, code):
+    # billing.v1.CalculatorService is another service on another host: compute offers do not depend on it.
+    fake.fail_next("calculator.estimate_batch", code, "no calculator for you")
+    offers = adapter(fake).plan(ResourceRequest(vm_name="unit", gpu="H100"))
+    assert offers and all(o.price_per_hour is None and o.available for o in offers)
+    assert code.name in offers[0].detail["price_unknown"]
+
+
+def test_a_calculator_that_fails_transiently_fails_the_plan_for_the_core_to_retry(fake):
+    fake.unavailable("calculator.estimate_batch")
+    with pytest.raises(ProviderError) as raised:
+        adapter(fake).plan(ResourceRequest(vm_name="unit", gpu="H100"))
+    assert raised.value.kind == ErrorKind.TRANSIENT

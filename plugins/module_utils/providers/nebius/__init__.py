@@ -15,6 +15,7 @@ private key file), handed to the SDK, which exchanges and renews them.
   (gpu_count = the preset's GPUs) in the project's region, priced by one
   ``billing.v1.CalculatorService.EstimateBatch`` of the same create requests (USD/h).
   Nebius exposes no stock: every offer is available; a full region is Capacity on create.
+  A calculator that refuses (other than transiently) leaves the offers unpriced, saying why.
 * prepare: the subnet (option, else the project's first); a security group
   ``gpuprov-<vm>-j<8 hex of sha256(journal id)>`` on its network with one ingress rule
   (TCP ssh_port + open_ports from the allowed CIDRs) and one egress rule (all).
@@ -233,10 +234,19 @@ class NebiusProvider(TypedOptionsProvider):
         specs = [ResourceSpec(spec=PbAny(type_url="type.googleapis.com/nebius.compute.v1.CreateInstanceRequest",
                                          value=self._create_request(o, None, None).SerializeToString()))
                  for o in offers]
-        reply = self._call("CalculatorService.EstimateBatch", CalculatorServiceClient, "estimate_batch",
-                           EstimateBatchRequest(resource_specs=specs, currency="usd",
-                                                filter_aggregation_unit=FilterAggregationUnit(
-                                                    filter_aggregation_unit_values=[HOUR])))
+        try:
+            reply = self._call("CalculatorService.EstimateBatch", CalculatorServiceClient, "estimate_batch",
+                               EstimateBatchRequest(resource_specs=specs, currency="usd",
+                                                    filter_aggregation_unit=FilterAggregationUnit(
+                                                        filter_aggregation_unit_values=[HOUR])))
+        except NebiusError as err:
+            if err.kind == ErrorKind.TRANSIENT:
+                raise   # the core plans again
+            # The calculator is another service (billing) on its own host: a credential that may not call it,
+            # or an endpoint without it, leaves the offers unpriced rather than the cloud without offers.
+            for offer in offers:
+                offer.detail["price_unknown"] = err.msg
+            return
         costs = list(reply.resource_costs)
         if len(costs) != len(offers):
             return  # no per-resource breakdown: leave the offers unpriced rather than guess

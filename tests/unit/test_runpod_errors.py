@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("requests")
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    BlockScope, ErrorKind, Location, ProviderError, ResourceRequest,
+    BlockScope, ErrorKind, InstanceSpec, Location, ProviderError, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (  # noqa: E402
     classify, vendor_error,
@@ -23,6 +23,7 @@ from ansible_collections.gpuprov.cloud.tests.fakes.runpod_api import (  # noqa: 
 )
 
 K, B = ErrorKind, BlockScope
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f me@laptop"
 
 
 def body(status, detail, errors=None):
@@ -41,7 +42,7 @@ ROWS = [
     ("create", 400, "This machine does not have the resources to deploy your pod.", K.CAPACITY, B.OFFER),
     ("create", 400, "this GPU and data center combination could not be placed", K.CAPACITY, B.OFFER),
     ("create", 400, "allowedCudaVersions and minCudaVersion are mutually exclusive", K.FAILED, B.OFFER),
-    ("create", 403, "access denied", K.CREDENTIALS, B.CLOUD),
+    ("create", 403, "access denied", K.UNAVAILABLE, B.OFFER),   # createPod's 403: skip the candidate
     ("create", 403, "Your account cannot access the requested GPU pool.", K.UNAVAILABLE, B.OFFER),
     ("create", 402, "Insufficient balance to deploy this pod.", K.QUOTA, B.CLOUD),
     ("create", 422, "Request validation failed.", K.INVALID_REQUEST, None),
@@ -145,3 +146,13 @@ def test_cluster_pod_delete_is_invalid(fake, provider):
     with pytest.raises(ProviderError) as info:
         provider.delete(Location("runpod", "US-TX-3"), "err", ["clusterpod"])
     assert info.value.kind == K.INVALID_REQUEST and "cluster" in info.value.msg
+
+
+def test_create_403_with_the_specs_forbidden_body_skips_the_candidate(fake, provider):
+    # createPod's 403 answers ForbiddenError ({"detail": "access denied"}); its table says skip it, keep going
+    offer = provider.plan(REQUEST)[0]
+    prepared = provider.prepare(offer, InstanceSpec(vm_name="err", ssh_public_key=KEY))
+    fake.fail_problem("pods.create", 403, "access denied")
+    with pytest.raises(ProviderError) as info:
+        provider.create(offer, prepared, InstanceSpec(vm_name="err", ssh_public_key=KEY))
+    assert (info.value.kind, info.value.block_scope) == (K.UNAVAILABLE, B.OFFER) and not info.value.fatal

@@ -15,8 +15,8 @@ status / detail                                            kind (block)
 create 400 "no longer any instances available", "not       Capacity (offer)
 enough free GPUs", "does not have the resources", "no
 capacity", "could not be placed"
-create 403 "access denied" (the key lacks permission)      Credentials (cloud)
-create 403 any other (the account cannot use that pool)    Unavailable (offer)
+create 403 (any detail: the spec's ForbiddenError says     Unavailable (offer): the spec's
+"access denied" whether the pool or the key is refused)    "skip this candidate, keep going"
 create 400 any other (a cross-field rule or capacity the   Failed (offer): the spec says try
 text does not say)                                         the next candidate
 401                                                        Credentials (cloud)
@@ -51,7 +51,8 @@ RULES = (
 # POST /v2/pods: placement failures are the offer's, not the request's.
 CREATE_RULES = (
     Rule(ErrorKind.CAPACITY, status=400, message=CAPACITY_MESSAGE),
-    Rule(ErrorKind.CREDENTIALS, status=403, message=r"access denied", block=BlockScope.CLOUD),
+    # createPod's 403 answers the shared ForbiddenError ("access denied"), and its table says
+    # skip the candidate: never abort the whole launch on it.
     Rule(ErrorKind.UNAVAILABLE, status=403),
     Rule(ErrorKind.FAILED, status=400),
 ) + RULES

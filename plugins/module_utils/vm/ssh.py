@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -28,16 +29,26 @@ import socket
 import tempfile
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
-try:
-    import paramiko
-    HAS_PARAMIKO = True
-except ImportError:  # the action reports it; sanity's import test runs without it
-    paramiko = None
-    HAS_PARAMIKO = False
-
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import (
     PrivateFileError, locked, make_private_dirs, write_private,
 )
+
+# paramiko takes 0.1-0.2 s to import: the first SSH check imports it, not what only reads or writes the ssh
+# files (the journal inventory). Without it, the action reports it; sanity's import test runs without it.
+HAS_PARAMIKO = importlib.util.find_spec("paramiko") is not None
+
+
+def _paramiko():
+    import paramiko  # pylint: disable=import-outside-toplevel
+    return paramiko
+
+
+def __getattr__(name: str) -> Any:
+    """``ssh.paramiko`` (None without it), imported when first asked for."""
+    if name == "paramiko":
+        return _paramiko() if HAS_PARAMIKO else None
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
 
 # The check's transports log here, not to paramiko's own logger. While a VM boots, its port often accepts
 # and drops the connection before sshd answers (docker-proxy does); paramiko's transport thread then logs
@@ -48,6 +59,8 @@ SSH_CHECK_LOG_CHANNEL = "gpuprov.cloud.ssh_check"
 # What a provision's login runs to prove the VM usable; its output is the smoke line provision shows
 # (run in that verified session, so the play needs no second login of its own).
 SMOKE_COMMAND = "uname -a"
+# The first line of a VM's block in the ssh config (``_markers``), its name in group 1.
+_BLOCK_BEGIN = re.compile(r"# BEGIN gpuprov ([^\n]*)\n")
 _check_log = logging.getLogger(SSH_CHECK_LOG_CHANNEL)
 _check_log.addHandler(logging.NullHandler())
 _check_log.propagate = False
@@ -191,9 +204,7 @@ class ControllerFiles:
                                                    "ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]),
                                                            "user": row.get("ssh_user") or "root"}})
             text = self._read_config()
-            updated = text
-            for name, block in sorted(blocks.items()):
-                updated = self._with_block(updated, name, block)
+            updated = self._with_blocks(text, blocks)
             if updated != text or not os.path.exists(self.ssh_config):
                 write_private(self.ssh_config, updated.encode())
             with locked(self.known_hosts):
@@ -220,6 +231,29 @@ class ControllerFiles:
             head, rest = text.split(begin, 1)
             text = head + rest.split(end, 1)[1]
         return text + begin + block + end if block else text
+
+    def _with_blocks(self, text: str, blocks: Dict[str, str]) -> str:
+        """What ``_with_block`` for each of ``blocks`` ({name: block}) in name order gives, in one
+        pass over ``text``: per VM, the file is not searched and copied again (quadratic in the
+        number of VMs, tens of seconds for thousands)."""
+        kept, start, removed = [], 0, set()
+        for found in _BLOCK_BEGIN.finditer(text):
+            name = found.group(1)
+            if name not in blocks or name in removed or found.start() < start:
+                continue
+            end = self._markers(name)[1]
+            stop = text.find(end, found.end())
+            if stop >= 0:
+                # As _with_block: the first block of the name goes, from its BEGIN to the END after it.
+                kept.append(text[start:found.start()])
+                start = stop + len(end)
+                removed.add(name)
+        kept.append(text[start:])
+        for name, block in sorted(blocks.items()):
+            if block:
+                begin, end = self._markers(name)
+                kept.append(begin + block + end)
+        return "".join(kept)
 
     def _replace_block(self, name: str, block: str) -> None:
         with locked(self.ssh_config):
@@ -277,7 +311,7 @@ class SshChecker:
 
     def _key(self):
         if self._pkey is None:
-            self._pkey = paramiko.PKey.from_path(self.files.key_path)
+            self._pkey = _paramiko().PKey.from_path(self.files.key_path)
         return self._pkey
 
     def __call__(self, endpoint, alias: str) -> str:
@@ -285,6 +319,7 @@ class SshChecker:
             sock = socket.create_connection((endpoint.host, endpoint.port), timeout=self.timeout)
         except OSError as exc:
             raise SshNotReady("connect: %s" % (exc.strerror or exc))
+        paramiko = _paramiko()
         transport = paramiko.Transport(sock)
         transport.set_log_channel(SSH_CHECK_LOG_CHANNEL)
         try:

@@ -275,15 +275,16 @@ def construction_vars(hostvars):
     return found
 
 
-def connection_vars(row, state_dir, key_path, python_interpreter=None):
+def connection_vars(row, state_dir, key_path, python_interpreter=None, files=None):
     """The connection variables of one ``vms`` row: what ``ssh.connection_vars`` gives the vm
     task after a launch (the same function, on the same files), with
-    ``ansible_python_interpreter`` only when known. None when the row has no SSH endpoint."""
+    ``ansible_python_interpreter`` only when known. None when the row has no SSH endpoint.
+    ``files``: the ssh.ControllerFiles of ``state_dir`` and ``key_path``, when the caller has them."""
     if not row.get("ssh_host") or not row.get("ssh_port") or not row.get("host_key_alias"):
         return None
     vm = {"ssh": {"host": row["ssh_host"], "port": int(row["ssh_port"]), "user": row.get("ssh_user") or "root"},
           "host_key_alias": row["host_key_alias"], "python_interpreter": python_interpreter}
-    found = ssh.connection_vars(vm, ssh.ControllerFiles(state_dir, key_path))
+    found = ssh.connection_vars(vm, files or ssh.ControllerFiles(state_dir, key_path))
     if not python_interpreter:
         # Unknown here: leave it to the user's configuration (group_vars, ansible.cfg).
         found.pop("ansible_python_interpreter", None)
@@ -314,6 +315,16 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
     wanted = set(filters.pop("status", None) or statuses)
     out = []
     named = {}
+    # The same for every host: made once, not per VM (thousands of them).
+    files = ssh.ControllerFiles(state_dir, key_path)
+    journal_shown = shown(journal_path)
+    group_names = {}
+
+    def group(prefix, value):
+        if (prefix, value) not in group_names:
+            group_names[prefix, value] = group_name(prefix, value)
+        return group_names[prefix, value]
+
     for row in rows:
         name = row["name"]
         tags = tags_of(row, states.get(name))
@@ -330,19 +341,19 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
         named[host] = name
         groups = ["gpuprov_vms"]
         if row.get("cloud"):
-            groups.append(group_name("cloud", row["cloud"]))
+            groups.append(group("cloud", row["cloud"]))
         if row.get("region"):
-            groups.append(group_name("region", row["region"]))
+            groups.append(group("region", row["region"]))
         if row.get("zone"):
-            groups.append(group_name("zone", row["zone"]))
-        groups.append(group_name("status", row["status"]))
+            groups.append(group("zone", row["zone"]))
+        groups.append(group("status", row["status"]))
         # What the collection's playbooks read per host (provision: the GPU asked for; down: the journal),
         # then the rest of the record in one dict.
-        variables = {"gpuprov_journal": shown(journal_path), "gpuprov_gpu": row.get("gpu"),
+        variables = {"gpuprov_journal": journal_shown, "gpuprov_gpu": row.get("gpu"),
                      "gpuprov_gpu_count": row.get("gpu_count"), RECORD: record_of(row, tags)}
         if row.get("cloud"):
             variables["gpuprov_clouds"] = [row["cloud"]]
-        connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)))
+        connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)), files)
         if connection:
             variables.update(connection)
         out.append((host, groups, variables))
@@ -378,20 +389,18 @@ def _read_rows(path, password, files):
         read = {}
 
         def rows_read():
-            read["rows"] = projection.vms(journal)
-            return read["rows"]
+            # One statement for the rows and their launch records, not a load (and a whole state) per VM.
+            read["listing"] = projection.vms_with_ready_vm(journal)
+            return [row for row, _vm in read["listing"]]
 
         if files is not None:
             # Read under the ssh config's lock, so a down that removes a VM meanwhile is not undone.
             files.write_from_journal(rows_read)
         else:
             rows_read()
-        rows = read["rows"]
-        states = {}
-        for row in rows:
-            found = journal.load(row["name"])
-            if found is not None:
-                states[row["name"]] = found.state
+        rows = [row for row, _vm in read["listing"]]
+        # Only a Ready state's vm record is read (tags_of, python_of): the rest of the state is not needed.
+        states = {row["name"]: {"kind": "Ready", "vm": vm} for row, vm in read["listing"] if vm is not None}
         return rows, states
     finally:
         journal.close()
@@ -482,15 +491,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         statuses = self.get_option("statuses") or ["running"]
         entries = host_entries(rows, states, state_dir, key_path, journal_path, statuses, filters, hostnames,
                                warn=lambda message: self.display.warning("gpuprov.cloud.journal: %s" % message))
+        compose, composed, keyed = self.get_option("compose"), self.get_option("groups"), self.get_option("keyed_groups")
+        added = set()
         for name, groups, variables in entries:
             for group in groups:
-                self.inventory.add_group(group)
+                if group not in added:
+                    self.inventory.add_group(group)
+                    added.add(group)
             self.inventory.add_host(name, group=groups[0])
             for group in groups[1:]:
                 self.inventory.add_child(group, name)
             for key, value in variables.items():
                 self.inventory.set_variable(name, key, value)
+            if not (compose or composed or keyed):
+                continue    # nothing to construct: the host's variables are not read back (thousands of hosts)
             hostvars = construction_vars(self.inventory.get_host(name).get_vars())
-            self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
-            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
-            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)
+            self._set_composite_vars(compose, hostvars, name, strict=strict)
+            self._add_host_to_composed_groups(composed, hostvars, name, strict=strict)
+            self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)

@@ -421,6 +421,14 @@ def test_constructed_features(home, ansible_inventory):
     assert listing["_meta"]["hostvars"]["c1"]["gpus"] == 8 and listing["_meta"]["hostvars"]["c2"]["gpus"] == 0
 
 
+def test_keyed_groups_alone_still_construct(home, ansible_inventory):
+    """Hosts are read back for compose/groups/keyed_groups only when one is set; each alone still works."""
+    write_journal(home / "journal.sqlite", [_row("k1", gpu="L4"), _row("k2")])
+    listing, err = ansible_inventory.list(ansible_inventory.config(
+        "plugin: gpuprov.cloud.journal\nkeyed_groups:\n  - key: gpuprov.gpu | default('none', true)\n    prefix: gpu\n"))
+    assert _members(listing, "gpu_L4") == ["k1"] and _members(listing, "gpu_none") == ["k2"], err
+
+
 def test_missing_journal_is_an_empty_inventory(home, ansible_inventory):
     listing, err = ansible_inventory.list(ansible_inventory.config("plugin: gpuprov.cloud.journal\n"))
     assert _members(listing, "gpuprov_vms") == [] and not listing["_meta"]["hostvars"]

@@ -109,6 +109,22 @@ def test_spot_regions_providers_and_security_filters(fake):
     assert community.instance_type.endswith("/community")
 
 
+def test_community_offers_are_priced_at_the_community_price(tmp_path):
+    community = offer("c1", "RTX4090_24GB", "runpod", "EU-RO-1", "RO", 0.69, security="community_cloud")
+    community["prices"]["communityPrice"] = 0.44
+    secure = offer("s1", "RTX4090_24GB", "runpod", "US-KS-2", "US", 0.79)
+    secure["prices"]["communityPrice"] = 0.50
+    only_community = offer("c2", "RTX4090_24GB", "runpod", "EU-RO-1", "RO", None, security="community_cloud")
+    only_community["prices"]["communityPrice"] = 0.39
+    made = PrimeIntellectApiFake(str(tmp_path), offers=[community, secure, only_community])
+    try:
+        prices = {o.detail["cloud_id"]: o.price_per_hour for o in adapter(made).plan(
+            ResourceRequest(vm_name="u1", gpu="RTX4090"))}
+    finally:
+        made.stop()
+    assert prices == {"c1": 0.44, "s1": 0.79, "c2": 0.39}
+
+
 def test_no_gpu_plans_cpu_nodes(fake):
     [cpu] = adapter(fake).plan(ResourceRequest(vm_name="u1", gpu=None))
     assert (cpu.gpu, cpu.gpu_count, cpu.detail["gpu_type"]) == (None, 0, "CPU_NODE")

@@ -49,10 +49,14 @@ def vendor_types(canonical: Optional[str]) -> List[str]:
 
 
 def _price(item: Dict[str, Any]) -> Optional[float]:
-    """The pod's hourly price: ``prices.onDemand``, else ``prices.communityPrice``. The price
-    is the configuration's (all of its ``gpuCount`` GPUs), as Prime's CLI shows it."""
+    """The pod's hourly price, the configuration's (all of its ``gpuCount`` GPUs) as Prime's CLI
+    shows it: a community-cloud offer's ``prices.communityPrice`` (the CLI's ``Prices.price``
+    reads it first), a secure-cloud offer's ``prices.onDemand``; the other when that is null."""
     prices = item.get("prices") or {}
-    for field in ("onDemand", "communityPrice"):
+    fields = ("onDemand", "communityPrice")
+    if item.get("security") == "community_cloud":
+        fields = fields[::-1]
+    for field in fields:
         value = prices.get(field)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
             return float(value)
@@ -99,7 +103,7 @@ def offer_from(item: Dict[str, Any], image: str) -> Optional[Offer]:
         detail={"cloud_id": cloud_id, "gpu_type": gpu_type, "gpu_count": item["gpuCount"],
                 "socket": item.get("socket"), "provider": provider, "data_center": item.get("dataCenter"),
                 "country": item.get("country"), "security": item.get("security"), "image": image,
-                "stock_status": stock, "price_basis": "per pod per hour (prices.onDemand)"},
+                "stock_status": stock, "price_basis": "per pod per hour"},
     )
 
 

@@ -129,6 +129,22 @@ def test_prepare_reuses_a_key_with_the_same_material_in_the_environment(fake):
     assert again["key_name"] == catalog.key_name("first", KEY)
 
 
+def test_prepare_whose_environment_goes_meanwhile_is_transient_and_prepares_again(fake):
+    """Another VM's cleanup may remove the (then empty) environment between the listing and the
+    key import: that prepare is retried (Transient), and the retry makes the environment again."""
+    from ansible_collections.gpuprov.cloud.tests.fakes.hyperstack_api import error
+    provider = _provider(fake)
+    offer = provider.plan(ResourceRequest(vm_name="x", gpu="A100-80GB"))[0]
+    fake.fail_next("keypairs.import", error(404, "not_found", "Environment gpuprov-CANADA-1 not found"))
+    with pytest.raises(ProviderError) as info:
+        provider.prepare(offer, _spec())
+    assert info.value.kind == ErrorKind.TRANSIENT and "prepare again" in info.value.msg
+    for env_id in list(fake.environments):   # it went
+        requests.delete(fake.api_url + "/core/environments/%d" % env_id, headers={"api_key": fake.token})
+    prepared = provider.prepare(offer, _spec())
+    assert prepared["environment_name"] == "gpuprov-CANADA-1" and len(fake.keypairs) == 1
+
+
 def test_prepare_refuses_without_cidrs_and_never_opens_the_world(fake):
     provider = _provider(fake, allowed_cidrs=None)
     offer = provider.plan(ResourceRequest(vm_name="x", gpu="A100-80GB"))[0]

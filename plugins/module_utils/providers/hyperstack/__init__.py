@@ -255,6 +255,11 @@ class HyperstackProvider(TypedOptionsProvider):
         try:
             self._field(self.api.post("/core/keypairs", json=body), "POST", "/core/keypairs", "keypair", dict)
         except RestError as err:
+            if err.status == 404:
+                # The environment went between our listing and the import (another VM's cleanup
+                # found it empty): a retried prepare makes it again.
+                raise ProviderError(ErrorKind.TRANSIENT, "hyperstack environment %s went while its SSH key was "
+                                    "imported (%s); prepare again" % (environment, err.msg))
             if err.status != 409 and err.code != ALREADY_EXIST:
                 raise
         return name

@@ -114,7 +114,7 @@ options:
       - With O(tags) unset, the tags of an existing VM are left as they are.
       - The tags of an existing VM are changed on V(aws) (instance, volumes, security group), V(gcp) (the labels
         of the instance and its boot disk; GCP applies them when its operations end, and a run that finds them not
-        applied yet sets them again), V(digitalocean), V(nebius) (instance and boot disk, one update),
+        applied yet sets them again), V(digitalocean), V(nebius) (the instance; its boot disk keeps its create-time labels),
         V(hyperstack) and V(local). V(docker) (a container's labels are fixed) and V(lambda) (its API changes only
         an instance's name) cannot change them; a change is reported in a warning once per asked-for change, and
         the VM keeps the tags it was made with (O(recreate) does not replace a VM for its tags).

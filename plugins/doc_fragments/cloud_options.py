@@ -775,8 +775,9 @@ options:
             type: list
             elements: str
           regions:
-            description: 'Data centers (an offer''s C(dataCenter), e.g. V(CANADA-1)) or countries (e.g. V(US))
-              to search, when the request names none (the module''s C(regions) wins). Unset: every location.'
+            description: 'Data centers (an offer''s C(dataCenter), e.g. V(CANADA-1)), Prime''s region names
+              (an offer''s C(region), e.g. V(united_states), V(canada)) or countries (e.g. V(US)) to search,
+              when the request names none (the module''s C(regions) wins). Unset: every location.'
             type: list
             elements: str
           security:

@@ -18,8 +18,9 @@ OPTIONS = dict(
     api_url=shared.api_url("https://api.primeintellect.ai"),
     api_key=shared.api_key("PRIME_API_KEY"),
     regions=dict(shared.REGIONS, description=(
-        "Data centers (an offer's C(dataCenter), e.g. V(CANADA-1)) or countries (e.g. V(US)) to search, when "
-        "the request names none (the module's C(regions) wins). Unset: every location.")),
+        "Data centers (an offer's C(dataCenter), e.g. V(CANADA-1)), Prime's region names (an offer's C(region), "
+        "e.g. V(united_states), V(canada)) or countries (e.g. V(US)) to search, when the request names none (the "
+        "module's C(regions) wins). Unset: every location.")),
     providers=dict(type="list", elements="str", description=(
         "Only offers of these underlying providers (e.g. V(runpod), V(hyperstack), V(primecompute)). Unset: "
         "every provider.")),

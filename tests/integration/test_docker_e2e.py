@@ -27,6 +27,9 @@ from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crash
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 
+# Docker-engine tests share one engine: under pytest-xdist (make test) they run on one worker, one at a time.
+pytestmark = pytest.mark.xdist_group("docker")
+
 PREFIX = "tde-%s" % uuid.uuid4().hex[:6]
 
 

@@ -23,6 +23,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 
+# Docker-engine tests share one engine: under pytest-xdist (make test) they run on one worker, one at a time.
+pytestmark = pytest.mark.xdist_group("docker")
+
 
 def _vm_record(ansible, name):
     journal = Journal(str(ansible.journal_path))

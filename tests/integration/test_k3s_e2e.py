@@ -48,6 +48,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import Ansible
 
+# Docker-engine tests share one engine: under pytest-xdist (make test) they run on one worker, one at a time.
+pytestmark = pytest.mark.xdist_group("docker")
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FAKE_K3S = REPO / "tests" / "fixtures" / "fake-k3s"
 # A stand-in nvidia-smi (one GPU) and the tree of a stand-in NVIDIA Container Toolkit package.

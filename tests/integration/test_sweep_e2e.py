@@ -21,6 +21,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure
 from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crashpoints
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 
+# Docker-engine tests share one engine: under pytest-xdist (make test) they run on one worker, one at a time.
+pytestmark = pytest.mark.xdist_group("docker")
+
 THEIRS = "c" * 32   # another controller's journal id
 
 

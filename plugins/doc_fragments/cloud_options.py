@@ -452,8 +452,9 @@ options:
         suboptions:
           allowed_cidrs:
             description: 'Source ranges of the VM''s firewall ruleset when the task names none. Required one
-              way or the other: lambda never opens V(0.0.0.0/0) by default. The account''s global ruleset
-              still applies on top.'
+              way or the other: lambda never opens V(0.0.0.0/0) by default. IPv4 only (Lambda''s rules and
+              instances are IPv4; IPv6 ranges are left out). The account''s global ruleset still applies on
+              top.'
             type: list
             elements: str
           api_key:
@@ -795,9 +796,9 @@ options:
       runpod:
         description: 'The V(runpod) cloud: RunPod GPU pods (containers, not VMs: no k3s, no boot script),
           through its REST API v2. The login is the pod''s sshd on its public IP and the port RunPod maps
-          to 22/tcp; the controller''s key reaches the pod in its C(PUBLIC_KEY) environment variable, so the
-          account''s registered keys are never changed. Pod ports have no firewall: C(allowed_cidrs) cannot
-          be enforced on RunPod.'
+          to 22/tcp; the controller''s key is registered with the account as C(gpuprov-<vm>-<fingerprint>)
+          (removed at teardown) and also set in the pod''s C(PUBLIC_KEY) environment variable. Pod ports have
+          no firewall: C(allowed_cidrs) cannot be enforced on RunPod.'
         type: dict
         suboptions:
           api_key:

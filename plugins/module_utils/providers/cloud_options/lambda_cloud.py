@@ -20,7 +20,8 @@ OPTIONS = dict(
         "region that Lambda lists with capacity.")),
     allowed_cidrs=dict(shared.ALLOWED_CIDRS, description=(
         "Source ranges of the VM's firewall ruleset when the task names none. Required one way or the other: "
-        "lambda never opens V(0.0.0.0/0) by default. The account's global ruleset still applies on top.")),
+        "lambda never opens V(0.0.0.0/0) by default. IPv4 only (Lambda's rules and instances are IPv4; IPv6 "
+        "ranges are left out). The account's global ruleset still applies on top.")),
     k3s_direct=shared.k3s_direct(False),
     ssh_user=dict(type="str", default="ubuntu", description=(
         "The login user of the image. Lambda's images log in as V(ubuntu); the task's C(ssh_user) does not "

@@ -14,8 +14,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import opt
 # What the documentation says of the cloud, above its options.
 DESCRIPTION = ("The V(runpod) cloud: RunPod GPU pods (containers, not VMs: no k3s, no boot script), through its "
                "REST API v2. The login is the pod's sshd on its public IP and the port RunPod maps to 22/tcp; "
-               "the controller's key reaches the pod in its C(PUBLIC_KEY) environment variable, so the "
-               "account's registered keys are never changed. Pod ports have no firewall: C(allowed_cidrs) "
+               "the controller's key is registered with the account as C(gpuprov-<vm>-<fingerprint>) (removed at "
+               "teardown) and also set in the pod's C(PUBLIC_KEY) environment variable. Pod ports have no firewall: C(allowed_cidrs) "
                "cannot be enforced on RunPod.")
 
 DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"

@@ -68,14 +68,21 @@ def ensure_amazon_aws(build: pathlib.Path) -> Tuple[Optional[pathlib.Path], str]
             wheels = sorted(build.glob("ansible-[0-9]*.whl"))
             if done.returncode != 0 or not wheels:
                 return None, "pip download %s failed: %s" % (wanted, (done.stderr or done.stdout).strip()[-300:])
+        partial = build / "partial"   # renamed into place when whole: an interrupted run leaves no half copy
+        shutil.rmtree(str(partial), ignore_errors=True)
         try:
             with zipfile.ZipFile(str(wheels[-1])) as wheel:
                 members = [n for n in wheel.namelist() if n.startswith(PEER_PREFIX)]
                 if not members:
                     return None, "%s holds no %s" % (wheels[-1].name, PEER_PREFIX)
-                wheel.extractall(str(collections), members)
+                wheel.extractall(str(partial), members)
+            shutil.rmtree(str(collections / PEER_PREFIX), ignore_errors=True)
+            (collections / PEER_PREFIX).parent.mkdir(parents=True, exist_ok=True)
+            (partial / PEER_PREFIX).rename(collections / PEER_PREFIX)
         except (OSError, zipfile.BadZipFile) as exc:
             return None, "extracting amazon.aws from %s: %s" % (wheels[-1].name, exc)
+        finally:
+            shutil.rmtree(str(partial), ignore_errors=True)
         for wheel_path in wheels:
             wheel_path.unlink()
     version = json.loads(manifest.read_text())["collection_info"]["version"]

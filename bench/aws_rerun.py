@@ -180,6 +180,7 @@ def main() -> None:
     cpus: Dict[str, List[float]] = {}
     changed: Dict[str, int] = {}
     calls: Dict[str, List[str]] = {}
+    logins = 0
     with tempfile.TemporaryDirectory() as tmp:
         home = pathlib.Path(tmp) / "home"
         home.mkdir()

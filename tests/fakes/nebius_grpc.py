@@ -1,42 +1,44 @@
-"""A Nebius AI Cloud gRPC fake on a loopback port, built on the SDK's own message classes
-and service names (the ``nebius`` package ships no ``*_pb2_grpc`` servicers: its
-generator makes direct message classes and clients only, so the server is grpc's generic
-handler, with each method's request class from the SDK deserialising what the SDK's own
-client sent).
+"""A Nebius AI Cloud gRPC fake on a loopback port, built on the SDK's own message classes and service
+names (the ``nebius`` package ships no ``*_pb2_grpc`` servicers, only direct message classes and clients,
+so the server is grpc's generic handler, each method's request class from the SDK deserialising what the
+SDK's own client sent).
 
-Services (only what the adapter calls): ``compute.v1.InstanceService`` Get / GetByName /
-List / Create / Update / Delete, ``compute.v1.PlatformService`` List, ``vpc.v1.SubnetService``
-List, ``vpc.v1.SecurityGroupService`` Get / GetByName / List / Create / Delete,
-``vpc.v1.SecurityRuleService`` List / Create / Delete, ``billing.v1.CalculatorService``
-EstimateBatch. Mutations answer a ``common.v1.Operation`` naming the resource.
+Services: only what the adapter calls (``_services``), ``common.v1.OperationService`` among them on the
+same endpoint (Nebius serves it on the endpoint of the service that made the operation). Mutations answer a
+``common.v1.Operation`` naming the resource, kept: an instance's Create finishes (OK) once it is RUNNING,
+its Delete once it is gone, the rest at once.
 
-* Lists (instances, security groups) answer pages of the request's ``page_size``, else of the
-  fake's ``page_size`` (0: everything at once), with ``next_page_token`` until the last.
-* Auth: ``authorization: Bearer <token>`` metadata, else UNAUTHENTICATED; a parent id
-  other than the project is PERMISSION_DENIED.
-* Lifecycle: Create makes the instance CREATING; after ``boot_polls`` reads it is RUNNING
-  with a public address ``127.0.0.N/32`` whose ``ssh_port`` forwards to a real sshd that
-  authorises the keys of the instance's cloud-init ``users``. Delete makes it DELETING;
-  ``boot_polls`` reads later it is gone (with its managed boot disk).
-* Refusals as Nebius answers them: a name already used (ALREADY_EXISTS), an unknown
-  platform/preset, subnet, security group, missing boot disk or cloud-init user data over 32768
-  characters (INVALID_ARGUMENT with BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
-  QuotaFailure), deleting a security group an instance holds (FAILED_PRECONDITION +
-  BadResourceState), unknown ids (NOT_FOUND + ResourceNotFound).
+* Lists answer pages of the request's ``page_size``, else of the fake's ``page_size`` (0: everything at
+  once), with ``next_page_token`` until the last.
+* Auth: ``authorization: Bearer <token>`` metadata, else UNAUTHENTICATED; a parent id other than the
+  project is PERMISSION_DENIED.
+* Lifecycle: Create makes the instance CREATING; after ``boot_polls`` reads it is RUNNING with a public
+  address ``127.0.0.N/32`` whose ``ssh_port`` forwards to a real sshd that authorises the keys of the
+  instance's cloud-init ``users``. Delete makes it DELETING; ``boot_polls`` reads later it is gone (with
+  its managed boot disk).
+* Refusals as Nebius answers them: a name already used (ALREADY_EXISTS), an unknown platform/preset,
+  subnet, security group, missing boot disk or cloud-init user data over 32768 characters
+  (INVALID_ARGUMENT with BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
+  QuotaFailure), deleting a security group an instance holds (FAILED_PRECONDITION + BadResourceState),
+  unknown ids (NOT_FOUND + ResourceNotFound).
 * Update, as nebius/api's README defines it: a field changes when the request gives it a non-default
-  value or the ``X-ResetMask`` header names it (a map given is replaced whole; a structure named
-  with sub-fields but absent is reset); ``metadata.parent_id`` is required (buf.validate), and
-  ``resource_version`` must be 0 or the current one (another is ABORTED); each update raises it.
-  Only labels may change here (the instance's, and its managed boot disk's through the instance
-  spec, the only way Nebius lets a managed disk change): any other change is refused.
-* Errors on demand: :meth:`fail_next` with any code and ServiceError detail, and
-  :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`, :meth:`unavailable`,
-  :meth:`bad_auth`, :meth:`permission_denied`, :meth:`invalid`.
+  value or the ``X-ResetMask`` header names it (a map given is replaced whole; a structure named with
+  sub-fields but absent is reset); ``metadata.parent_id`` is required (buf.validate), and
+  ``resource_version`` must be 0 or the current one (another is ABORTED); each update raises it. Only
+  labels may change here (the instance's, and its managed boot disk's through the instance spec, the
+  only way Nebius lets a managed disk change): any other change is refused.
+* A create failing inside its operation (:meth:`fail_create_operation`): ``boot_polls`` reads on, the
+  instance is STOPPED (as dstack #2977 and SkyPilot #6856 saw "not enough resources"; or ERROR, the
+  lifecycle docs' other end) and stays until deleted; its Create operation ends RESOURCE_EXHAUSTED +
+  NotEnoughResources or QuotaFailure. :meth:`forget_operations`: the README's retention policy.
+* Errors on demand: :meth:`fail_next` with any code and ServiceError detail, and the levers after it
+  (:meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`, :meth:`bad_auth` ...).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import ipaddress
 import socket
 import threading
@@ -54,8 +56,9 @@ from nebius.api.nebius.billing.v1 import (
     AggregationUnit, CostBreakdown, EstimateBatchRequest, EstimateBatchResponse, GeneralResourceCost, ResourceCost,
 )
 from nebius.api.nebius.common.v1 import (
-    BadRequest, BadResourceState, GetByNameRequest, NotEnoughResources, Operation, QuotaFailure, ResourceMetadata,
-    ResourceNotFound, ServiceError, TooManyRequests,
+    BadRequest, BadResourceState, GetByNameRequest, ListOperationsRequest,
+    ListOperationsResponse, NotEnoughResources, Operation, QuotaFailure, ResourceMetadata, ResourceNotFound,
+    ServiceError, TooManyRequests,
 )
 from nebius.api.nebius.compute.v1 import (
     CreateInstanceRequest, DeleteInstanceRequest, GetInstanceRequest, Instance, InstanceSpec, InstanceStatus,
@@ -100,6 +103,17 @@ def service_error(code: str, **detail: Any) -> ServiceError:
     return ServiceError(service="compute", code=code, **detail)
 
 
+# (code, message, ServiceError) of a create refused, at the call or inside its operation, for lack of hosts or quota.
+REFUSALS = {
+    "capacity": lambda: (C.RESOURCE_EXHAUSTED, "Not enough resources to create the instance", service_error(
+        "NotEnoughResources", not_enough_resources=NotEnoughResources(violations=[NotEnoughResources.Violation(
+            resource_type="gpu-h100-sxm", requested="1", message="Not enough resources to create the instance")]))),
+    "quota": lambda limit="0", requested="1": (C.RESOURCE_EXHAUSTED, "Quota limit exceeded", service_error(
+        "QuotaFailure", quota_failure=QuotaFailure(violations=[QuotaFailure.Violation(
+            quota="compute.instance.gpu", limit=limit, requested=requested, message="Quota limit exceeded")]))),
+}
+
+
 class NebiusGrpcFake:
     """The fake server. ``fake.api_endpoint`` is its ``127.0.0.1:<port>``; ``fake.token`` the
     IAM token it accepts; ``fake.project_id`` / ``fake.region`` the one project."""
@@ -119,6 +133,8 @@ class NebiusGrpcFake:
         self.instances: Dict[str, Dict[str, Any]] = {}
         self.security_groups: Dict[str, Dict[str, Any]] = {}
         self.rules: Dict[str, Dict[str, Any]] = {}
+        self.operations: Dict[str, Operation] = {}
+        self._failing_creates: List[Tuple[str, Operation]] = []   # (end state, failed status) per next create
         self.calls: List[Tuple[str, Any]] = []
         self.headers: List[Tuple[str, Dict[str, str]]] = []   # each call's gRPC metadata (the token left out)
         self._call_headers: Dict[str, str] = {}
@@ -150,8 +166,7 @@ class NebiusGrpcFake:
                 "Create": (CreateInstanceRequest, "instances.create", self.create_instance),
                 "Update": (UpdateInstanceRequest, "instances.update", self.update_instance),
                 "Delete": (DeleteInstanceRequest, "instances.delete", self.delete_instance)},
-            "nebius.compute.v1.PlatformService": {
-                "List": (ListPlatformsRequest, "platforms.list", self.list_platforms)},
+            "nebius.compute.v1.PlatformService": {"List": (ListPlatformsRequest, "platforms.list", self.list_platforms)},
             "nebius.vpc.v1.SubnetService": {"List": (ListSubnetsRequest, "subnets.list", self.list_subnets)},
             "nebius.vpc.v1.SecurityGroupService": {
                 "Get": (GetSecurityGroupRequest, "security_groups.get", self.get_group),
@@ -165,6 +180,7 @@ class NebiusGrpcFake:
                 "Delete": (DeleteSecurityRuleRequest, "security_rules.delete", self.delete_rule)},
             "nebius.billing.v1.CalculatorService": {
                 "EstimateBatch": (EstimateBatchRequest, "calculator.estimate_batch", self.estimate_batch)},
+            "nebius.common.v1.OperationService": {"List": (ListOperationsRequest, "operations.list", self.list_operations)},
         }
 
     # -- plumbing ------------------------------------------------------------------------
@@ -177,8 +193,7 @@ class NebiusGrpcFake:
                     self._call_headers = metadata
                     self.headers.append((key, {k: v for k, v in metadata.items() if k != "authorization"}))
                     if metadata.get("authorization") != "Bearer %s" % self.token:
-                        raise _Abort(C.UNAUTHENTICATED, "invalid or expired IAM token",
-                                     service_error("Unauthenticated"))
+                        raise _Abort(C.UNAUTHENTICATED, "invalid or expired IAM token", service_error("Unauthenticated"))
                     fault = self._faults.get(key)
                     if fault:
                         raise _Abort(*fault.pop(0))
@@ -188,13 +203,16 @@ class NebiusGrpcFake:
         return handle
 
     @staticmethod
-    def _status(abort: _Abort) -> grpc.Status:
+    def _rpc_status(abort: _Abort) -> RpcStatus:
         details = []
         if abort.error is not None:
             details.append(PbAny(type_url="type.googleapis.com/nebius.common.v1.ServiceError",
                                  value=abort.error.SerializeToString()))
-        rpc = RpcStatus(code=abort.code.value[0], message=abort.message, details=details)
-        return _Status(abort.code, abort.message, (("grpc-status-details-bin", rpc.SerializeToString()),))
+        return RpcStatus(code=abort.code.value[0], message=abort.message, details=details)
+
+    def _status(self, abort: _Abort) -> grpc.Status:
+        details = self._rpc_status(abort).SerializeToString()
+        return _Status(abort.code, abort.message, (("grpc-status-details-bin", details),))
 
     def _project(self, parent_id: str) -> None:
         if parent_id != self.project_id:
@@ -211,8 +229,22 @@ class NebiusGrpcFake:
         return _Abort(C.NOT_FOUND, "resource %s not found" % resource_id,
                       service_error("ResourceNotFound", resource_not_found=ResourceNotFound(resource_id=resource_id)))
 
-    def _operation(self, resource_id: str, what: str) -> Operation:
-        return Operation(id="computeoperation-" + uuid.uuid4().hex[:12], description=what, resource_id=resource_id)
+    def _operation(self, resource_id: str, what: str, request: Any = None, done: bool = True) -> Operation:
+        """A new operation on ``resource_id`` (kept for OperationService), finished OK when ``done``."""
+        operation = Operation(id="computeoperation-" + uuid.uuid4().hex[:12], description=what, resource_id=resource_id,
+                              created_at=datetime.datetime.now(datetime.timezone.utc), request=None if request is None
+                              else PbAny(type_url="type.googleapis.com/" + type(request).__PROTO_FULL_NAME__,
+                                         value=request.SerializeToString()))
+        self.operations[operation.id] = operation
+        if done:
+            self._finish(resource_id, what, RpcStatus(code=0))
+        return Operation.FromString(operation.SerializeToString())
+
+    def _finish(self, resource_id: str, what: str, status: RpcStatus) -> None:
+        """Finish the running ``what`` operations of ``resource_id`` with ``status``."""
+        for operation in self.operations.values():
+            if operation.resource_id == resource_id and operation.description == what and operation.status is None:
+                operation.status, operation.finished_at = status, datetime.datetime.now(datetime.timezone.utc)
 
     @staticmethod
     def _tick(record: Dict[str, Any], polls: int) -> bool:
@@ -228,17 +260,26 @@ class NebiusGrpcFake:
     def clear_faults(self) -> None:
         with self.lock:
             self._faults.clear()
+            self._failing_creates.clear()
+
+    def fail_create_operation(self, reason: str = "capacity", state: str = "STOPPED", times: int = 1) -> None:
+        """The next ``times`` creates end (``boot_polls`` reads on) in ``state``, STOPPED or ERROR, their Create
+        operation failed for ``reason``: "capacity", "quota", or a (code, message, ServiceError or None)."""
+        code, message, error = REFUSALS[reason]() if isinstance(reason, str) else reason
+        assert state in ("STOPPED", "ERROR"), state
+        with self.lock:
+            self._failing_creates.extend([(state, self._rpc_status(_Abort(code, message, error)))] * times)
+
+    def forget_operations(self) -> None:
+        """Drop every finished operation (the retention policy of nebius/api's README)."""
+        with self.lock:
+            self.operations = {i: o for i, o in self.operations.items() if o.status is None}
 
     def fail_capacity(self, key: str = "instances.create") -> None:
-        self.fail_next(key, C.RESOURCE_EXHAUSTED, "not enough resources", service_error(
-            "NotEnoughResources", not_enough_resources=NotEnoughResources(violations=[
-                NotEnoughResources.Violation(resource_type="gpu-h100-sxm", requested="1",
-                                             message="Not enough resources to create the instance")])))
+        self.fail_next(key, *REFUSALS["capacity"]())
 
     def fail_quota(self, key: str = "instances.create") -> None:
-        self.fail_next(key, C.RESOURCE_EXHAUSTED, "Quota limit exceeded", service_error(
-            "QuotaFailure", quota_failure=QuotaFailure(violations=[QuotaFailure.Violation(
-                quota="compute.instance.gpu.h100", limit="0", requested="1", message="Quota limit exceeded")])))
+        self.fail_next(key, *REFUSALS["quota"]())
 
     def rate_limit(self, key: str) -> None:
         self.fail_next(key, C.RESOURCE_EXHAUSTED, "too many requests", service_error(
@@ -284,15 +325,22 @@ class NebiusGrpcFake:
     # -- lifecycle -----------------------------------------------------------------------
     def _advance(self, record: Dict[str, Any], tick: bool = True) -> None:
         done = self._tick(record, self.boot_polls) if tick else True
-        if record["state"] == "CREATING" and done:
+        if record["state"] == "CREATING" and done and record.get("fails"):
+            state, status = record.pop("fails")
+            record.update(state=state, _reads=0)
+            self._finish(record["id"], "create instance", status)
+        elif record["state"] == "CREATING" and done:
             keys = [key for _user, key in catalog.authorized_keys(record["user_data"])]
             host, port, _user = self.sshd.start(record["id"], keys)
             address = "127.0.0.%d" % self._next_address
             self._next_address += 1
             self._forwarders[record["id"]] = PortForwarder(address, self.ssh_port, (host, port))
             record.update(state="RUNNING", address=address, _reads=0)
+            self._finish(record["id"], "create instance", RpcStatus(code=0))
         elif record["state"] == "DELETING" and done:
             self.instances.pop(record["id"], None)
+            self._finish(record["id"], "create instance", RpcStatus(code=C.ABORTED.value[0], message="deleted"))
+            self._finish(record["id"], "delete instance", RpcStatus(code=0))
             forwarder = self._forwarders.pop(record["id"], None)
             if forwarder:
                 forwarder.close()
@@ -300,15 +348,13 @@ class NebiusGrpcFake:
 
     def _instance(self, record: Dict[str, Any]) -> Instance:
         message = Instance(metadata=ResourceMetadata(id=record["id"], parent_id=self.project_id, name=record["name"],
-                                                     labels=dict(record["labels"]),
-                                                     resource_version=record["version"]))
+                                                     labels=dict(record["labels"]), resource_version=record["version"]))
         message.spec = record["spec"]
         nic = NetworkInterfaceStatus(index=0, name="eth0", ip_address=IPAddressStatus(address="10.0.0.%d/32" % (
             len(record["id"]) % 200 + 2)))
         if record.get("address") and record["state"] == "RUNNING":
             nic.public_ip_address = PublicIPAddressStatus(address=record["address"] + "/32")
-        message.status = InstanceStatus(state=getattr(InstanceStatus.InstanceState, record["state"]),
-                                        network_interfaces=[nic])
+        message.status = InstanceStatus(state=getattr(InstanceStatus.InstanceState, record["state"]), network_interfaces=[nic])
         return message
 
     # -- compute ---------------------------------------------------------------------------
@@ -381,16 +427,14 @@ class NebiusGrpcFake:
             raise self._invalid("spec.preemptible", "platform %s takes no preemptible VMs" % spec.resources.platform)
         gpus = platform["gpus"][spec.resources.preset]
         if self._gpus_in_use() + gpus > self.quota_gpus:
-            raise _Abort(C.RESOURCE_EXHAUSTED, "Quota limit exceeded", service_error(
-                "QuotaFailure", quota_failure=QuotaFailure(violations=[QuotaFailure.Violation(
-                    quota="compute.instance.gpu", limit=str(self.quota_gpus),
-                    requested=str(self._gpus_in_use() + gpus), message="Quota limit exceeded")])))
+            raise _Abort(*REFUSALS["quota"](str(self.quota_gpus), str(self._gpus_in_use() + gpus)))
         instance_id = "computeinstance-e00" + uuid.uuid4().hex[:16]
         self.instances[instance_id] = dict(
             id=instance_id, name=meta.name, labels=dict(meta.labels), spec=spec, state="CREATING", gpus=gpus,
             disk=disk.name, groups=[g.id for g in spec.network_interfaces[0].security_groups],
             user_data=spec.cloud_init_user_data or "", version=1)
-        return self._operation(instance_id, "create instance")
+        self.instances[instance_id]["fails"] = self._failing_creates.pop(0) if self._failing_creates else None
+        return self._operation(instance_id, "create instance", request, done=False)
 
     @staticmethod
     def _without_disk_labels(spec: Any) -> bytes:
@@ -435,7 +479,17 @@ class NebiusGrpcFake:
             raise self._not_found(request.id)
         if record["state"] != "DELETING":
             record.update(state="DELETING", _reads=0)
-        return self._operation(request.id, "delete instance")
+        return self._operation(request.id, "delete instance", request, done=False)
+
+    def list_operations(self, request: ListOperationsRequest) -> ListOperationsResponse:
+        """The operations of one resource (``resource_id`` required; ``page_size`` 1..1000 when given), newest first."""
+        if not request.resource_id:
+            raise self._invalid("resource_id", "value is required")
+        if request.page_size and not 1 <= request.page_size <= 1000:   # "Page size. [1...1000]. Optional"
+            raise self._invalid("page_size", "must be in [1, 1000]")
+        mine = [o for o in self.operations.values() if o.resource_id == request.resource_id]
+        page, token = self._page(sorted(mine, key=lambda o: o.created_at, reverse=True), request)
+        return ListOperationsResponse(operations=page, next_page_token=token)
 
     # -- vpc -------------------------------------------------------------------------------
     def list_subnets(self, request: ListSubnetsRequest) -> ListSubnetsResponse:

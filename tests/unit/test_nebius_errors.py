@@ -144,3 +144,57 @@ def test_delete_and_observe_take_not_found_as_gone(fake):
     location = Location("nebius", fake.region)
     provider.delete(location, "gone-vm", ["computeinstance-e00unknown"])
     assert provider.observe(location, "gone-vm") == []
+
+
+# -- a finished Operation's status: errors.OPERATION_RULES, one row each --------------------------------------
+# (status code, message, ServiceError code, detail) -> (kind, block); the operation is over: nothing is Transient.
+OPERATION_ROWS = [
+    (C.RESOURCE_EXHAUSTED, "Not enough resources", "NotEnoughResources", NER, K.CAPACITY, B.OFFER),
+    (C.RESOURCE_EXHAUSTED, "Quota limit exceeded", "QuotaFailure", QUOTA, K.QUOTA, B.REGION),
+    (C.RESOURCE_EXHAUSTED, "too many requests", "TooManyRequests",
+     dict(too_many_requests=TooManyRequests(violation="rate")), K.FAILED, B.OFFER),
+    (C.RESOURCE_EXHAUSTED, "Quota limit exceeded for compute.instance.gpu", None, None, K.QUOTA, B.REGION),
+    (C.RESOURCE_EXHAUSTED, "Resource exhausted", None, None, K.CAPACITY, B.OFFER),
+    (C.PERMISSION_DENIED, "permission denied", "PermissionDenied",
+     dict(permission_denied=PermissionDenied(resource_id="project-e00x")), K.CREDENTIALS, B.CLOUD),
+    (C.CANCELLED, "cancelled", None, None, K.FAILED, B.OFFER),
+    (C.ABORTED, "aborted by a newer operation", None, None, K.FAILED, B.OFFER),
+    (C.FAILED_PRECONDITION, "image family not found", None, None, K.FAILED, B.OFFER),
+    (C.INTERNAL, "internal error", None, None, K.FAILED, B.OFFER),
+]
+
+
+def finished_operation(code, message, error=None):
+    """An Operation as the wire carries it: status = google.rpc.Status with the ServiceError packed in details."""
+    from nebius.api.google.protobuf import Any as PbAny
+    from nebius.api.google.rpc import Status as RpcStatus
+    from nebius.api.nebius.common.v1 import Operation
+    details = [PbAny(type_url="type.googleapis.com/nebius.common.v1.ServiceError", value=error.SerializeToString())
+               ] if error is not None else []
+    sent = Operation(id="computeoperation-e00row", resource_id="computeinstance-e00row",
+                     status=RpcStatus(code=code.value[0], message=message, details=details))
+    return Operation.FromString(sent.SerializeToString())
+
+
+@pytest.mark.parametrize("code,message,error_code,detail,kind,block", OPERATION_ROWS, ids=lambda v: str(v)[:40])
+def test_each_row_of_the_operation_table(code, message, error_code, detail, kind, block):
+    error = service_error(error_code, **detail) if error_code else None
+    failure = errors.from_operation(finished_operation(code, message, error), "InstanceService.Create")
+    assert (failure.kind, failure.block_scope) == (kind, block), failure
+    assert failure.code == code.name and code.name in failure.msg and "computeoperation-e00row" in failure.msg
+    assert failure.details == ([error_code] if error_code else [])
+
+
+def test_an_operation_running_or_done_is_no_failure():
+    from nebius.api.nebius.common.v1 import Operation
+    assert errors.from_operation(Operation(id="op"), "InstanceService.Create") is None   # no status: running
+    assert errors.from_operation(finished_operation(C.OK, ""), "InstanceService.Create") is None
+
+
+def test_the_operation_table_without_the_sdk():
+    rules = errors.OPERATION_RULES
+    assert errors.classify("RESOURCE_EXHAUSTED", ["not_enough_resources"], "", rules) == (K.CAPACITY, B.OFFER)
+    assert errors.classify("RESOURCE_EXHAUSTED", ["quota_failure"], "", rules) == (K.QUOTA, B.REGION)
+    assert errors.classify("SOMETHING_NEW", [], "", rules) == (K.FAILED, B.OFFER)
+    # a call's table is unchanged: a bare RESOURCE_EXHAUSTED call is a rate limit, retried
+    assert errors.classify("RESOURCE_EXHAUSTED", [], "slow down") == (K.TRANSIENT, None)

@@ -24,7 +24,9 @@ private key file), handed to the SDK, which exchanges and renews them.
   gpuprov-journal-id, with a managed boot disk (deleted with the VM), a public IP, the
   security group and cloud-init user data (login user + key, boot script).
 * observe: ``InstanceService.GetByName`` (names are unique per project); the endpoint is
-  the public address (``a.b.c.d/32`` stripped) once RUNNING.
+  the public address (``a.b.c.d/32`` stripped) once RUNNING. An instance STOPPED or ERROR
+  (where a create without hosts or quota leaves it) gets its reason from one read of its
+  operations (operations.py): the failed Create's status, classified (Capacity / Quota ...).
 * delete: ``InstanceService.Delete`` of each id; NOT_FOUND is done.
 * cleanup: this journal's security group of the VM, its rules first; Transient while an
   instance still holds it.
@@ -41,7 +43,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import catalog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import catalog, operations
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import (
     NebiusError, from_exception, malformed,
 )
@@ -400,8 +402,11 @@ class NebiusProvider(TypedOptionsProvider):
             if address and user:
                 endpoint = SshEndpoint(host=address, port=self.options["ssh_port"], user=user)
         labels = dict(instance.metadata.labels or {})
-        return Observed(instance_id=instance.metadata.id, status=status, endpoint=endpoint,
-                        reason="nebius state %s" % state if status == Status.FAILED else None,
+        reason = None
+        if state in operations.EXPLAINED_STATES:
+            # A create without hosts or quota leaves the instance STOPPED or ERROR; its Operation says why.
+            reason = operations.failure_reason(self, instance, state)
+        return Observed(instance_id=instance.metadata.id, status=status, endpoint=endpoint, reason=reason,
                         location=Location(self.name, location.region), journal_id=labels.get(JOURNAL_ID_TAG) or None)
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:

@@ -39,6 +39,27 @@ CANCELLED, DATA_LOSS
 a reply without the    (create's operation without     Transient: outcome unknown
 field the call needs   a resource_id)
 =====================  ==============================  ===========================================
+
+A finished Operation (``common.v1.Operation.status``, a google.rpc.Status whose details are
+ServiceErrors; nebius/api common/v1/operation.proto: only OK, CANCELLED, PERMISSION_DENIED,
+RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED and INTERNAL) has its own table,
+``OPERATION_RULES``: the operation is over, so nothing in it is Transient (retrying the call
+cannot help the instance it left behind):
+
+=====================  ==============================  ===========================================
+operation status code  ServiceError detail / message   kind (block)
+=====================  ==============================  ===========================================
+RESOURCE_EXHAUSTED     not_enough_resources            Capacity (offer)
+RESOURCE_EXHAUSTED     quota_failure                   Quota (region)
+RESOURCE_EXHAUSTED     too_many_requests               Failed (offer): throttled inside, not full
+RESOURCE_EXHAUSTED     message "quota"                 Quota (region)
+RESOURCE_EXHAUSTED     (anything else)                 Capacity (offer): "Resource exhausted" is
+                                                       how a create without hosts ends
+PERMISSION_DENIED      any                             Credentials (cloud)
+CANCELLED, ABORTED,    any                             Failed (offer)
+FAILED_PRECONDITION,
+INTERNAL, other
+=====================  ==============================  ===========================================
 """
 
 from __future__ import annotations
@@ -79,6 +100,18 @@ RULES: Tuple[Tuple[Optional[str], Optional[str], Any, str, Optional[str]], ...] 
 )
 
 
+# The same shape, for the status of a finished Operation (see the second table above).
+OPERATION_RULES: Tuple[Tuple[Optional[str], Optional[str], Any, str, Optional[str]], ...] = (
+    ("RESOURCE_EXHAUSTED", "not_enough_resources", ANY, K.CAPACITY, BlockScope.OFFER),
+    ("RESOURCE_EXHAUSTED", "quota_failure", ANY, K.QUOTA, BlockScope.REGION),
+    ("RESOURCE_EXHAUSTED", "too_many_requests", ANY, K.FAILED, BlockScope.OFFER),
+    ("RESOURCE_EXHAUSTED", ANY, re.compile(r"quota", re.I), K.QUOTA, BlockScope.REGION),
+    ("RESOURCE_EXHAUSTED", ANY, ANY, K.CAPACITY, BlockScope.OFFER),
+    ("PERMISSION_DENIED", ANY, ANY, K.CREDENTIALS, BlockScope.CLOUD),
+    (ANY, ANY, ANY, K.FAILED, BlockScope.OFFER),
+)
+
+
 class NebiusError(ProviderError):
     """A classified Nebius failure that keeps the gRPC code and the ServiceError codes."""
 
@@ -89,9 +122,12 @@ class NebiusError(ProviderError):
         self.details = list(details or [])
 
 
-def classify(code: Optional[str], details: List[str], message: str) -> Tuple[str, Optional[str]]:
-    """(kind, block) of a failure with gRPC ``code`` name, ServiceError detail fields and message."""
-    for rule_code, detail, pattern, kind, block in RULES:
+def classify(code: Optional[str], details: List[str], message: str,
+             rules: Tuple[Tuple[Optional[str], Optional[str], Any, str, Optional[str]], ...] = RULES
+             ) -> Tuple[str, Optional[str]]:
+    """(kind, block) of a failure with gRPC ``code`` name, ServiceError detail fields and message,
+    by the first row of ``rules`` (a call's ``RULES``, or a finished operation's ``OPERATION_RULES``)."""
+    for rule_code, detail, pattern, kind, block in rules:
         if rule_code is not None and rule_code != code:
             continue
         if detail is not None and detail not in details:
@@ -118,6 +154,22 @@ def from_exception(exc: BaseException, what: str) -> NebiusError:
     kind, block = classify(code, details, message + " " + text)
     return NebiusError(kind, "nebius %s: %s" % (what, _short(text)), block, code=code,
                        details=[e.code for e in errors])
+
+
+def from_operation(operation: Any, what: str) -> Optional[NebiusError]:
+    """The classified failure of a finished Operation (``OPERATION_RULES``), None while it runs
+    (no status yet) or when it succeeded."""
+    status = getattr(operation, "status", None)
+    code_obj = getattr(status, "code", None)
+    if status is None or code_obj is None or getattr(code_obj, "name", "OK") == "OK":
+        return None
+    errors = list(getattr(status, "service_errors", None) or [])
+    details = [e.details.field for e in errors if getattr(e, "details", None) is not None]
+    text = str(status)
+    kind, block = classify(code_obj.name, details, (getattr(status, "message", None) or "") + " " + text,
+                           OPERATION_RULES)
+    msg = "nebius %s: operation %s failed: %s" % (what, getattr(operation, "id", "") or "?", _short(text))
+    return NebiusError(kind, msg, block, code=code_obj.name, details=[e.code for e in errors])
 
 
 def malformed(what: str, problem: str) -> NebiusError:

@@ -27,13 +27,14 @@ $(COLL_LINK):
 dev: venv $(COLL_LINK)
 
 # Everything CI runs. Tests that need the Docker engine run here too (CI has one).
-# Unit and conformance tests are independent of each other and run on PYTEST_WORKERS
-# processes; the integration tests drive real ansible-playbook runs, sshd, Docker and
-# PostgreSQL, and run one at a time.
+# Tests run on PYTEST_WORKERS processes. Unit and conformance tests are independent of each
+# other; the integration tests drive real ansible-playbook runs, sshd, Docker and PostgreSQL,
+# each in its own state directory, ports and names, and those that share the Docker engine
+# (xdist_group "docker") run on one worker, one at a time.
 PYTEST_WORKERS ?= 2
 test: dev images
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/unit tests/conformance
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory ee-context
@@ -120,6 +121,7 @@ bench: dev
 	$(BIN)/python bench/journal_backends.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/fleet.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/status_big.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/inventory_big.py $(BENCH_ROUNDS)
 
 clean:
 	rm -rf build $(VENV)

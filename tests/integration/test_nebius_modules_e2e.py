@@ -121,11 +121,16 @@ def test_offers_instance_and_info_against_the_nebius_fake(ansible, tmp_path, neb
     assert nebius_fake.sshd.running == {}
 
 
-def test_provision_and_down_on_nebius_with_a_capacity_refusal_first(ansible, nebius_fake):
+@pytest.mark.parametrize("where", ["call", "operation"])
+def test_provision_and_down_on_nebius_with_a_capacity_refusal_first(ansible, nebius_fake, where):
     """The whole launch machine on nebius: the first offer's create is refused for capacity
-    (RESOURCE_EXHAUSTED + NotEnoughResources), the second comes up, the VM answers over SSH
-    (the playbook's smoke command), and down leaves nothing."""
-    nebius_fake.fail_capacity()
+    (RESOURCE_EXHAUSTED + NotEnoughResources), by the Create call itself or later inside its
+    Operation (the instance left STOPPED, then deleted by the compensation), the second comes up,
+    the VM answers over SSH (the playbook's smoke command), and down leaves nothing."""
+    if where == "call":
+        nebius_fake.fail_capacity()
+    else:
+        nebius_fake.fail_create_operation("capacity")
     # the "VM" is this machine's sshd: Ansible runs this Python there, as the local cloud does
     opts = options(nebius_fake, python_interpreter=sys.executable)
     env = {"NEBIUS_IAM_TOKEN": nebius_fake.token}
@@ -133,10 +138,14 @@ def test_provision_and_down_on_nebius_with_a_capacity_refusal_first(ansible, neb
                           "-e", json.dumps({"gpuprov_cloud_options": opts}), extra_env=env)
     assert up.rc == 0, up
     assert "neb2 is up on nebius/eu-north1" in up.out and "offer 2 of 2" in up.out, up
-    assert "NotEnoughResources" in up.out, up
+    # a refused call names its ServiceError; a failed operation is seen as the instance it left, STOPPED
+    assert ("NotEnoughResources" if where == "call" else "instance stopped while booting") in up.out, up
     assert "smoke command: Linux" in up.out, up
-    assert len([c for c in nebius_fake.calls if c[0] == "instances.create"]) == 2
+    creates = [c for c in nebius_fake.calls if c[0] == "instances.create"]
+    assert len(creates) == 2
     assert len(nebius_fake.instances) == 1
+    # the failed operation's instance was deleted by the compensation (and is gone), never kept
+    assert len([c for c in nebius_fake.calls if c[0] == "instances.delete"]) == (0 if where == "call" else 1)
     assert nebius_fake.token not in up.out
 
     down = ansible.playbook("down", "-e", "vm=neb2", "-e", json.dumps({"gpuprov_cloud_options": opts}),

@@ -11,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
@@ -110,3 +112,27 @@ def test_reading_an_inventory_imports_neither_paramiko_nor_psycopg():
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     # paramiko is imported by the first SSH check (or health's ssh.paramiko), never by a listing.
     assert proc.stdout.split("\n")[:2] == ["[]", "True SSHException True"], proc.stdout + proc.stderr
+
+
+def test_ready_vm_records_on_postgresql():
+    pg_server = pytest.importorskip("ansible_collections.gpuprov.cloud.tests.pg_server")
+    why = pg_server.unavailable()
+    if why:
+        pytest.skip(why)
+    server = pg_server.PgServer()
+    try:
+        journal = projection.open_journal(server.new_database(), password=pg_server.PASSWORD)
+        try:
+            rows = [_row("p%d" % n) for n in range(3)]
+            for row in rows:
+                projection.upsert_vm(journal, row["name"], **{k: v for k, v in row.items() if k not in ("name", "updated_at")})
+            for name, state in (("p0", _ready_state(rows[0], "/py0", {"team": "ml"})), ("p1", {"kind": "Booting"})):
+                journal.begin(name, "launch", state, state["kind"], state["kind"] == "Ready", "test-owner", 60.0, None)
+                journal.release(name, "test-owner")
+            listing = projection.vms_with_ready_vm(journal)
+            assert [row for row, _vm in listing] == projection.vms(journal)
+            assert [vm for _row, vm in listing] == [_ready_state(rows[0], "/py0", {"team": "ml"})["vm"], None, None]
+        finally:
+            journal.close()
+    finally:
+        server.destroy()

@@ -165,9 +165,6 @@ def test_launch_fails_over_when_the_create_operation_fails_for_capacity(tmp_path
     assert sum(1 for r in fake.resources() if r.startswith("security-group:")) == 1   # no leftover group
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the core (vm/launch.py _step_Booting) classifies a create that failed after it "
-                   "was accepted by the Observed status alone (STOPPED: Capacity, FAILED: Failed, both the offer); "
-                   "the adapter's classified reason (Quota, the region) has no field of Observed to reach it by")
 def test_launch_blocks_the_region_when_the_create_operation_fails_for_quota(tmp_path, fake):
     provider = adapter(fake)
     provider.cloud = "nebius"

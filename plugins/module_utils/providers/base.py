@@ -156,6 +156,11 @@ class Observed(_Record):
     location: Optional[Location] = None
     # The JOURNAL_ID_TAG the instance carries; None for an instance made before journal ids.
     journal_id: Optional[str] = None
+    # Why a FAILED or STOPPED instance is so, classified (ErrorKind, BlockScope), where the cloud says:
+    # a create it accepted and then refused (no hosts, a quota). The core blocks offers by them; unset, a
+    # failed boot blocks only its offer.
+    error_kind: Optional[str] = None
+    error_block: Optional[str] = None
 
     @property
     def usable(self) -> bool:

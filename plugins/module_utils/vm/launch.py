@@ -426,6 +426,11 @@ class LaunchMachine(Machine):
             return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, "instance vanished while booting")),
                         "instance vanished")
         inst = mine[0]
+        if inst.error_kind and inst.status in (Status.FAILED, Status.STOPPED):
+            # The cloud said why (a create it accepted, then refused): block as it classified.
+            err = _error(inst.error_kind, "instance %s while booting: %s" % (
+                inst.status.lower(), inst.reason or "no reason given"), inst.error_block)
+            return Next(self._compensate(state, "NextOffer", err), err["msg"])
         if inst.status == Status.FAILED:
             err = _error(ErrorKind.FAILED, "instance failed while booting: %s" % (inst.reason or "no reason given"))
             return Next(self._compensate(state, "NextOffer", err), err["msg"])

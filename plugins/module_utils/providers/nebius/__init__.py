@@ -402,12 +402,14 @@ class NebiusProvider(TypedOptionsProvider):
             if address and user:
                 endpoint = SshEndpoint(host=address, port=self.options["ssh_port"], user=user)
         labels = dict(instance.metadata.labels or {})
-        reason = None
+        reason, failure = None, None
         if state in operations.EXPLAINED_STATES:
             # A create without hosts or quota leaves the instance STOPPED or ERROR; its Operation says why.
-            reason = operations.failure_reason(self, instance, state)
+            reason, failure = operations.failure_reason(self, instance, state)
         return Observed(instance_id=instance.metadata.id, status=status, endpoint=endpoint, reason=reason,
-                        location=Location(self.name, location.region), journal_id=labels.get(JOURNAL_ID_TAG) or None)
+                        location=Location(self.name, location.region), journal_id=labels.get(JOURNAL_ID_TAG) or None,
+                        error_kind=failure.kind if failure else None,
+                        error_block=failure.block_scope if failure else None)
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
         vm = validate_vm_name(vm_name)

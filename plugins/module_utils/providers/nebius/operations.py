@@ -22,7 +22,7 @@ an explanation could not be read.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ProviderError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import (
@@ -78,14 +78,15 @@ def instance_failure(provider: Any, instance_id: str) -> Optional[NebiusError]:
     return failed[0][2]
 
 
-def failure_reason(provider: Any, instance: Any, state: str) -> str:
+def failure_reason(provider: Any, instance: Any, state: str) -> Tuple[str, Optional[NebiusError]]:
     """The Observed reason of an instance in ``state`` (one of EXPLAINED_STATES): the kind and block
-    scope its failed operation classifies as, with the vendor's words; the bare state otherwise."""
+    scope its failed operation classifies as, with the vendor's words, and that classified error;
+    the bare state and None otherwise."""
     bare = "nebius state %s" % state
     try:
         error = instance_failure(provider, instance.metadata.id)
     except ProviderError as err:
-        return "%s (its operations could not be read: %s)" % (bare, err.msg)
+        return "%s (its operations could not be read: %s)" % (bare, err.msg), None
     if error is None:
-        return bare
-    return "%s: %s (block %s; %s)" % (error.kind, error.msg, error.block_scope, bare)
+        return bare, None
+    return "%s: %s (block %s; %s)" % (error.kind, error.msg, error.block_scope, bare), error

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from typing import Dict, List, Optional
 
 import pytest
@@ -40,9 +41,12 @@ class Ansible:
 
     def __init__(self, home: pathlib.Path):
         self.home = home
+        # OpenSSH's control sockets must fit a Unix socket path (108 bytes): pytest-xdist's tmp paths are too
+        # long for them, so the sockets get a short folder of their own (removed by the fixture).
+        self.control_dir = tempfile.mkdtemp(prefix="gpcp-")
         self.env = dict(os.environ, GPUPROV_HOME=str(home), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
                         ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="True",
-                        ANSIBLE_LOCAL_TEMP=str(home / "ansible-tmp"), ANSIBLE_SSH_CONTROL_PATH_DIR=str(home / "cp"),
+                        ANSIBLE_LOCAL_TEMP=str(home / "ansible-tmp"), ANSIBLE_SSH_CONTROL_PATH_DIR=self.control_dir,
                         PATH="%s:%s" % (BIN, os.environ.get("PATH", "")))
         self.env.pop("GPUPROV_JOURNAL", None)
 
@@ -120,6 +124,7 @@ def ansible(tmp_path):
         yield runner
     finally:
         kill_sshds(home)
+        shutil.rmtree(runner.control_dir, ignore_errors=True)
 
 
 # --- PostgreSQL journals: one throw-away server (tests/pg_server.py), controllers as AWX jobs -----

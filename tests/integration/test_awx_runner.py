@@ -1,8 +1,8 @@
 """The collection's job templates run as AWX runs them: ``ansible_runner.run(...)`` (the library AWX's
 task workers call), each job in a private data directory of its own that is also its HOME (AWX mounts it
 at /runner), with what AWX injects: the journal credential (GPUPROV_JOURNAL, and PGPASSWORD for
-PostgreSQL), the SSH key credential's file (GPUPROV_SSH_KEY_FILE), ANSIBLE_SSH_CONTROL_PATH_DIR in the
-job's folder, and the survey's answers plus the template's extra variables as extravars.
+PostgreSQL), the SSH key credential's file (GPUPROV_SSH_KEY_FILE), ANSIBLE_SSH_CONTROL_PATH_DIR (a short
+folder of the job's, as AWX's /runner/cp), and the survey's answers plus the template's extra variables as extravars.
 
 Nothing but the journal (and the local cloud's instance folder: its records are machine-local, standing in
 for the cloud's own API) is shared between jobs: job 1 provisions, job 2 (another HOME) finds the VM and
@@ -20,6 +20,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -111,6 +112,9 @@ class AwxSite:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "awx-machine-credential", "-f",
                         str(self.key)], check=True)
         self.jobs = 0
+        # OpenSSH's control sockets must fit a Unix socket path (108 bytes), which pytest-xdist's tmp paths
+        # may not leave room for: each job's get a short folder (AWX's own, /runner/cp, is short).
+        self.control_dirs: List[str] = []
 
     def launch(self, name: str, answers: Dict[str, Any]) -> Job:
         """One job of the template ``name``, as AWX launches it."""
@@ -124,8 +128,9 @@ class AwxSite:
         key_file = folder / "env" / ("awx_%s" % secrets.token_hex(4))
         key_file.write_bytes(self.key.read_bytes())
         key_file.chmod(0o600)
+        self.control_dirs.append(tempfile.mkdtemp(prefix="gpcp-"))
         env = {"HOME": str(folder), "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
-               "ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder / "cp"), "ANSIBLE_FORCE_COLOR": "0",
+               "ANSIBLE_SSH_CONTROL_PATH_DIR": self.control_dirs[-1], "ANSIBLE_FORCE_COLOR": "0",
                "PATH": "%s:%s" % (BIN, os.environ.get("PATH", "")),
                "GPUPROV_JOURNAL": self.journal, "GPUPROV_SSH_KEY_FILE": str(key_file)}
         if self.journal_password is not None:
@@ -153,6 +158,8 @@ class AwxSite:
 
     def close(self) -> None:
         kill_sshds(self.shared)
+        for folder in self.control_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _postgres_journal(stack):

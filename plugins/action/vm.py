@@ -6,6 +6,7 @@ controller, printing live progress. The documentation is in plugins/modules/vm.p
 
 from __future__ import annotations
 
+import importlib
 import traceback
 
 from ansible.errors import AnsibleActionFail
@@ -24,6 +25,12 @@ try:
 except ImportError as exc:
     VmService = None
     SERVICE_IMPORT_ERROR = exc
+# The SSH check's client, for the same reason: vm/ssh.py imports it only when a check runs, so that what merely
+# reads the journal (the inventory, status) never pays for it; every vm task but a dry run makes a check.
+try:
+    importlib.import_module("paramiko")
+except ImportError:
+    pass   # vm/ssh.py names the missing requirement when a check needs it
 
 display = Display()
 

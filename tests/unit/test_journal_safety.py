@@ -23,6 +23,7 @@ import time
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journal as journal_module
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journal_file
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, LeaseHeld,
 )
@@ -379,8 +380,8 @@ def test_a_migration_that_fails_half_way_leaves_schema_1_whole(tmp_path, clock, 
     path = tmp_path / "journal.sqlite"
     make_schema_1_journal(path)
     # the last step fails: everything before it must roll back with it
-    monkeypatch.setattr(journal_module, "_MIGRATE_FROM_1",
-                        journal_module._MIGRATE_FROM_1 + ("CREATE TABLE machines (x)",))
+    monkeypatch.setattr(journal_file, "_MIGRATE_FROM_1",
+                        journal_file._MIGRATE_FROM_1 + ("CREATE TABLE machines (x)",))
     with pytest.raises(JournalError):
         Journal(str(path), clock=clock)
     assert "cancel_owner" not in columns(path, "machines")

@@ -21,6 +21,10 @@ import sys
 
 import pytest
 
+# The site is built once, into one folder of the repository: under pytest-xdist (make test) these tests run on
+# one worker, so two builds never write build/docs at once.
+pytestmark = pytest.mark.xdist_group("docs")
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEST = REPO / "build" / "docs"
 SCREENSHOTS = DEST / "screenshots"

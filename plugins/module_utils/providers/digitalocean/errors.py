@@ -36,6 +36,7 @@ a 2xx body that is not the documented JSON                       2xx     Transie
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import BlockScope, ErrorKind
@@ -75,6 +76,6 @@ def retry_after_from_reset(value: Optional[str], now: float) -> Optional[float]:
         reset = float((value or "").strip())
     except ValueError:
         return None
-    if reset != reset or reset in (float("inf"), float("-inf")):
+    if not math.isfinite(reset):   # "nan", "inf"
         return None
     return min(max(reset - now, 1.0), RATE_LIMIT_WINDOW_S)

@@ -27,13 +27,15 @@ $(COLL_LINK):
 dev: venv $(COLL_LINK)
 
 # Everything CI runs. Tests that need the Docker engine run here too (CI has one).
-# Tests run on PYTEST_WORKERS processes. Unit and conformance tests are independent of each
-# other; the integration tests drive real ansible-playbook runs, sshd, Docker and PostgreSQL,
-# each in its own state directory, ports and names, and those that share the Docker engine
-# (xdist_group "docker") run on one worker, one at a time.
+# Unit and conformance tests are independent of each other and mostly wait on their fakes'
+# sockets, so they run on more processes (UNIT_WORKERS) than there are cores. The integration
+# tests drive real ansible-playbook runs, sshd, Docker and PostgreSQL, each in its own state
+# directory, ports and names, on PYTEST_WORKERS processes; those that share the Docker engine
+# (xdist_group "docker") or build the docs site ("docs") run on one worker, one at a time.
+UNIT_WORKERS ?= 4
 PYTEST_WORKERS ?= 2
 test: dev images
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/unit tests/conformance
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) tests/unit tests/conformance
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity

@@ -727,6 +727,12 @@ options:
             description: 'The subnet of the VM''s network interface. Unset: the first subnet the project lists
               (its default network''s).'
             type: str
+          tenant_id:
+            description: 'The tenant (C(tenant-...)) of C(project_id), whose capacity advisor (C(nebius.capacity.v1.ResourceAdviceService))
+              says which presets are out of stock. Unset: the project''s parent, read with C(nebius.iam.v2.ProjectService.Get).
+              An advisor that cannot be consulted leaves every offer available, saying why in the offer''s
+              detail.'
+            type: str
       primeintellect:
         description: 'The V(primeintellect) cloud: Prime Intellect''s GPU marketplace, through its REST API
           v1. Offers come from many underlying providers; a pod is a container or a VM depending on the provider,

@@ -1,38 +1,24 @@
-"""A Nebius AI Cloud gRPC fake on a loopback port, built on the SDK's own message classes and service
-names (the ``nebius`` package ships no ``*_pb2_grpc`` servicers, only direct message classes and clients,
-so the server is grpc's generic handler, each method's request class from the SDK deserialising what the
-SDK's own client sent).
-
-Services: only what the adapter calls (``_services``), ``common.v1.OperationService`` among them on the
-same endpoint (Nebius serves it on the endpoint of the service that made the operation). Mutations answer a
-``common.v1.Operation`` naming the resource, kept: an instance's Create finishes (OK) once it is RUNNING,
-its Delete once it is gone, the rest at once.
-
-* Lists answer pages of the request's ``page_size``, else of the fake's ``page_size`` (0: everything at
-  once), with ``next_page_token`` until the last.
-* Auth: ``authorization: Bearer <token>`` metadata, else UNAUTHENTICATED; a parent id other than the
-  project is PERMISSION_DENIED.
-* Lifecycle: Create makes the instance CREATING; after ``boot_polls`` reads it is RUNNING with a public
-  address ``127.0.0.N/32`` whose ``ssh_port`` forwards to a real sshd that authorises the keys of the
-  instance's cloud-init ``users``. Delete makes it DELETING; ``boot_polls`` reads later it is gone (with
-  its managed boot disk).
-* Refusals as Nebius answers them: a name already used (ALREADY_EXISTS), an unknown platform/preset,
-  subnet, security group, missing boot disk or cloud-init user data over 32768 characters
-  (INVALID_ARGUMENT with BadRequest violations), more GPUs than ``quota_gpus`` (RESOURCE_EXHAUSTED +
-  QuotaFailure), deleting a security group an instance holds (FAILED_PRECONDITION + BadResourceState),
-  unknown ids (NOT_FOUND + ResourceNotFound).
-* Update, as nebius/api's README defines it: a field changes when the request gives it a non-default
-  value or the ``X-ResetMask`` header names it (a map given is replaced whole; a structure named with
-  sub-fields but absent is reset); ``metadata.parent_id`` is required (buf.validate), and
-  ``resource_version`` must be 0 or the current one (another is ABORTED); each update raises it. Only
-  labels may change here (the instance's, and its managed boot disk's through the instance spec, the
-  only way Nebius lets a managed disk change): any other change is refused.
-* A create failing inside its operation (:meth:`fail_create_operation`): ``boot_polls`` reads on, the
-  instance is STOPPED (as dstack #2977 and SkyPilot #6856 saw "not enough resources"; or ERROR, the
-  lifecycle docs' other end) and stays until deleted; its Create operation ends RESOURCE_EXHAUSTED +
-  NotEnoughResources or QuotaFailure. :meth:`forget_operations`: the README's retention policy.
-* Errors on demand: :meth:`fail_next` with any code and ServiceError detail, and the levers after it
-  (:meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`, :meth:`bad_auth` ...).
+"""A Nebius AI Cloud gRPC fake on a loopback port: grpc's generic handler over the SDK's own message classes
+and service names (``nebius`` ships no ``*_pb2_grpc`` servicers), only the services the adapter calls
+(``_services``), ``common.v1.OperationService`` among them. Mutations answer a kept ``common.v1.Operation``:
+an instance's Create finishes once it is RUNNING, its Delete once it is gone, the rest at once.
+* Lists page by the request's ``page_size``, else the fake's (0: all), ``next_page_token`` until the last.
+* Auth: ``authorization: Bearer <token>``, else UNAUTHENTICATED; another parent id is PERMISSION_DENIED.
+* Lifecycle: Create makes it CREATING; ``boot_polls`` reads on, RUNNING at ``127.0.0.N/32`` whose
+  ``ssh_port`` forwards to a real sshd with the cloud-init ``users``' keys. Delete: DELETING, then gone.
+* Refusals as Nebius's: a name used (ALREADY_EXISTS); an unknown platform/preset, subnet, security group, no
+  boot disk, user data over 32768 characters (INVALID_ARGUMENT + BadRequest); more GPUs than ``quota_gpus``
+  (RESOURCE_EXHAUSTED + QuotaFailure); deleting a held security group (FAILED_PRECONDITION +
+  BadResourceState); unknown ids (NOT_FOUND + ResourceNotFound).
+* Update (nebius/api README): a field changes when given non-default or named in ``X-ResetMask`` (a map
+  given is replaced whole); ``metadata.parent_id`` required; ``resource_version`` 0 or current (else
+  ABORTED), raised by each update. Only labels (the instance's, its managed disk's) may change.
+* Capacity: ``iam.v2.ProjectService.Get`` gives the project's parent ``tenant_id``;
+  ``capacity.v1.ResourceAdviceService.List`` of it one advice per platform x preset at level
+  ``capacity[(platform, preset)]`` (unset: HIGH); no parent_id INVALID_ARGUMENT, another PERMISSION_DENIED.
+* :meth:`fail_create_operation`: ``boot_polls`` reads on the instance is STOPPED (dstack #2977, SkyPilot
+  #6856) or ERROR, its Create operation RESOURCE_EXHAUSTED. :meth:`forget_operations`: the retention policy.
+* Errors on demand: :meth:`fail_next` (any code and ServiceError), :meth:`fail_capacity`, :meth:`bad_auth` ...
 """
 
 from __future__ import annotations
@@ -52,26 +38,25 @@ from ansible_collections.gpuprov.cloud.tests.fakes.marketplace import PortForwar
 
 from nebius.api.google.protobuf import Any as PbAny
 from nebius.api.google.rpc import Status as RpcStatus
-from nebius.api.nebius.billing.v1 import (
-    AggregationUnit, CostBreakdown, EstimateBatchRequest, EstimateBatchResponse, GeneralResourceCost, ResourceCost,
+from nebius.api.nebius.billing.v1 import AggregationUnit, CostBreakdown, EstimateBatchRequest, EstimateBatchResponse, GeneralResourceCost, ResourceCost
+from nebius.api.nebius.capacity.v1 import (
+    ComputeInstanceDetails, ListResourceAdviceRequest, ListResourceAdviceResponse, ResourceAdvice, ResourceAdviceSpec, ResourceAdviceStatus,
 )
+from nebius.api.nebius.iam.v2 import GetProjectRequest, Project
 from nebius.api.nebius.common.v1 import (
-    BadRequest, BadResourceState, GetByNameRequest, ListOperationsRequest,
-    ListOperationsResponse, NotEnoughResources, Operation, QuotaFailure, ResourceMetadata, ResourceNotFound,
-    ServiceError, TooManyRequests,
+    BadRequest, BadResourceState, GetByNameRequest, ListOperationsRequest, ListOperationsResponse, NotEnoughResources, Operation, QuotaFailure,
+    ResourceMetadata, ResourceNotFound, ServiceError, TooManyRequests,
 )
 from nebius.api.nebius.compute.v1 import (
-    CreateInstanceRequest, DeleteInstanceRequest, GetInstanceRequest, Instance, InstanceSpec, InstanceStatus,
-    ListInstancesRequest, ListInstancesResponse, ListPlatformsRequest, ListPlatformsResponse,
-    NetworkInterfaceStatus, Platform, PlatformSpec, PlatformStatus, Preset, PresetResources, PublicIPAddressStatus,
-    IPAddressStatus, UpdateInstanceRequest,
+    CreateInstanceRequest, DeleteInstanceRequest, GetInstanceRequest, Instance, InstanceSpec, InstanceStatus, ListInstancesRequest,
+    ListInstancesResponse, ListPlatformsRequest, ListPlatformsResponse, NetworkInterfaceStatus, Platform, PlatformSpec, PlatformStatus, Preset,
+    PresetResources, PublicIPAddressStatus, IPAddressStatus, UpdateInstanceRequest,
 )
 from nebius.base.fieldmask import Mask
 from nebius.api.nebius.vpc.v1 import (
-    CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest,
-    GetSecurityGroupByNameRequest, GetSecurityGroupRequest, ListSecurityGroupsRequest, ListSecurityGroupsResponse,
-    ListSecurityRulesRequest, ListSecurityRulesResponse, ListSubnetsRequest, ListSubnetsResponse, SecurityGroup,
-    SecurityRule, Subnet, SubnetSpec,
+    CreateSecurityGroupRequest, CreateSecurityRuleRequest, DeleteSecurityGroupRequest, DeleteSecurityRuleRequest, GetSecurityGroupByNameRequest,
+    GetSecurityGroupRequest, ListSecurityGroupsRequest, ListSecurityGroupsResponse, ListSecurityRulesRequest, ListSecurityRulesResponse,
+    ListSubnetsRequest, ListSubnetsResponse, SecurityGroup, SecurityRule, Subnet, SubnetSpec,
 )
 
 C = grpc.StatusCode
@@ -115,14 +100,14 @@ REFUSALS = {
 
 
 class NebiusGrpcFake:
-    """The fake server. ``fake.api_endpoint`` is its ``127.0.0.1:<port>``; ``fake.token`` the
-    IAM token it accepts; ``fake.project_id`` / ``fake.region`` the one project."""
+    """The fake server. ``fake.api_endpoint`` is its ``127.0.0.1:<port>``; ``fake.token`` the IAM token it accepts; project_id, region, tenant_id."""
 
     cloud = "nebius"
 
-    def __init__(self, root: str, token: str = "fake-iam-token", project_id: str = "project-e00fake",
-                 region: str = "eu-north1", boot_polls: int = 2, quota_gpus: int = 16):
-        self.token, self.project_id, self.region = token, project_id, region
+    def __init__(self, root: str, token: str = "fake-iam-token", project_id: str = "project-e00fake", region: str = "eu-north1",
+                 boot_polls: int = 2, quota_gpus: int = 16):
+        self.token, self.project_id, self.region, self.tenant_id = token, project_id, region, "tenant-e00fake"
+        self.capacity: Dict[Tuple[str, str], str] = {}   # (platform, preset) -> availability level (HIGH unset)
         self.boot_polls, self.quota_gpus = boot_polls, quota_gpus
         self.lock = threading.RLock()
         self.sshd = SshdPool(root)
@@ -142,16 +127,14 @@ class NebiusGrpcFake:
         self._faults: Dict[str, List[Tuple[grpc.StatusCode, str, Optional[ServiceError]]]] = {}
         self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.ssh_port = probe.getsockname()[1]  # every instance's sshd port (on its own address)
-        probe.close()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.ssh_port = probe.getsockname()[1]  # every instance's sshd port (on its own address)
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8))
         for service, methods in self._services().items():
             self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {
                 method: grpc.unary_unary_rpc_method_handler(
-                    self._handler(key, fn), request_deserializer=request_class.FromString,
-                    response_serializer=lambda message: message.SerializeToString())
+                    self._handler(key, fn), request_deserializer=request_class.FromString, response_serializer=lambda message: message.SerializeToString())
                 for method, (request_class, key, fn) in methods.items()}),))
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
@@ -180,6 +163,9 @@ class NebiusGrpcFake:
                 "Delete": (DeleteSecurityRuleRequest, "security_rules.delete", self.delete_rule)},
             "nebius.billing.v1.CalculatorService": {
                 "EstimateBatch": (EstimateBatchRequest, "calculator.estimate_batch", self.estimate_batch)},
+            "nebius.iam.v2.ProjectService": {"Get": (GetProjectRequest, "projects.get", self.get_project)},
+            "nebius.capacity.v1.ResourceAdviceService": {
+                "List": (ListResourceAdviceRequest, "capacity_advice.list", self.list_advice)},
             "nebius.common.v1.OperationService": {"List": (ListOperationsRequest, "operations.list", self.list_operations)},
         }
 
@@ -252,8 +238,7 @@ class NebiusGrpcFake:
         return record["_reads"] >= polls
 
     # -- levers --------------------------------------------------------------------------
-    def fail_next(self, key: str, code: grpc.StatusCode, message: str, error: Optional[ServiceError] = None,
-                  times: int = 1) -> None:
+    def fail_next(self, key: str, code: grpc.StatusCode, message: str, error: Optional[ServiceError] = None, times: int = 1) -> None:
         with self.lock:
             self._faults.setdefault(key, []).extend([(code, message, error)] * times)
 
@@ -350,8 +335,7 @@ class NebiusGrpcFake:
         message = Instance(metadata=ResourceMetadata(id=record["id"], parent_id=self.project_id, name=record["name"],
                                                      labels=dict(record["labels"]), resource_version=record["version"]))
         message.spec = record["spec"]
-        nic = NetworkInterfaceStatus(index=0, name="eth0", ip_address=IPAddressStatus(address="10.0.0.%d/32" % (
-            len(record["id"]) % 200 + 2)))
+        nic = NetworkInterfaceStatus(index=0, name="eth0", ip_address=IPAddressStatus(address="10.0.0.%d/32" % (len(record["id"]) % 200 + 2)))
         if record.get("address") and record["state"] == "RUNNING":
             nic.public_ip_address = PublicIPAddressStatus(address=record["address"] + "/32")
         message.status = InstanceStatus(state=getattr(InstanceStatus.InstanceState, record["state"]), network_interfaces=[nic])
@@ -452,8 +436,8 @@ class NebiusGrpcFake:
         if record is None or record["state"] == "DELETING":
             raise self._not_found(meta.id)
         if meta.resource_version not in (0, record["version"]):
-            raise _Abort(C.ABORTED, "resource version mismatch: %s is at %d, the update names %d" % (
-                meta.id, record["version"], meta.resource_version), service_error("Aborted"))
+            raise _Abort(C.ABORTED, "resource version mismatch: %s is at %d, the update names %d" % (meta.id, record["version"], meta.resource_version),
+                         service_error("Aborted"))
         if meta.parent_id != self.project_id:
             raise self._invalid("metadata.parent_id", "cannot change")
         reset = mask.field_parts.get("metadata") or Mask()
@@ -468,8 +452,7 @@ class NebiusGrpcFake:
                 raise self._invalid("spec", "this fake updates labels only")
             spec = request.spec
         elif not (mask.field_parts.get("spec") or Mask()).is_empty():
-            raise self._invalid("spec", "the reset mask names fields of a spec the request leaves out: they "
-                                "would be reset")
+            raise self._invalid("spec", "the reset mask names fields of a spec the request leaves out: they would be reset")
         record.update(labels=labels, spec=spec, version=record["version"] + 1)
         return self._operation(meta.id, "update instance")
 
@@ -494,13 +477,12 @@ class NebiusGrpcFake:
     # -- vpc -------------------------------------------------------------------------------
     def list_subnets(self, request: ListSubnetsRequest) -> ListSubnetsResponse:
         self._project(request.parent_id)
-        return ListSubnetsResponse(items=[Subnet(metadata=ResourceMetadata(id=s, parent_id=self.project_id,
-                                                                           name="default-subnet"),
+        return ListSubnetsResponse(items=[Subnet(metadata=ResourceMetadata(id=s, parent_id=self.project_id, name="default-subnet"),
                                                  spec=SubnetSpec(network_id=n)) for s, n in self.subnets.items()])
 
     def _group(self, record: Dict[str, Any]) -> SecurityGroup:
-        group = SecurityGroup(metadata=ResourceMetadata(id=record["id"], parent_id=self.project_id,
-                                                        name=record["name"], labels=dict(record["labels"])))
+        group = SecurityGroup(metadata=ResourceMetadata(id=record["id"], parent_id=self.project_id, name=record["name"],
+                                                        labels=dict(record["labels"])))
         group.spec.network_id = record["network_id"]
         return group
 
@@ -524,13 +506,12 @@ class NebiusGrpcFake:
     def create_group(self, request: CreateSecurityGroupRequest) -> Operation:
         self._project(request.metadata.parent_id)
         if any(g["name"] == request.metadata.name for g in self.security_groups.values()):
-            raise _Abort(C.ALREADY_EXISTS, "security group %s already exists" % request.metadata.name,
-                         service_error("AlreadyExists"))
+            raise _Abort(C.ALREADY_EXISTS, "security group %s already exists" % request.metadata.name, service_error("AlreadyExists"))
         if request.spec.network_id not in self.subnets.values():
             raise self._invalid("spec.network_id", "unknown network %r" % request.spec.network_id)
         group_id = "vpcsecuritygroup-e00" + uuid.uuid4().hex[:16]
-        self.security_groups[group_id] = dict(id=group_id, name=request.metadata.name,
-                                              labels=dict(request.metadata.labels), network_id=request.spec.network_id)
+        self.security_groups[group_id] = dict(id=group_id, name=request.metadata.name, labels=dict(request.metadata.labels),
+                                              network_id=request.spec.network_id)
         return self._operation(group_id, "create security group")
 
     def delete_group(self, request: DeleteSecurityGroupRequest) -> Operation:
@@ -538,9 +519,8 @@ class NebiusGrpcFake:
             raise self._not_found(request.id)
         users = sorted(r["id"] for r in self.instances.values() if request.id in r["groups"])
         if users:
-            raise _Abort(C.FAILED_PRECONDITION, "security group is in use", service_error(
-                "BadResourceState", bad_resource_state=BadResourceState(
-                    resource_id=request.id, message="used by %s" % ", ".join(users))))
+            raise _Abort(C.FAILED_PRECONDITION, "security group is in use", service_error("BadResourceState", bad_resource_state=BadResourceState(
+                resource_id=request.id, message="used by %s" % ", ".join(users))))
         self.security_groups.pop(request.id)
         for rule_id in [i for i, r in self.rules.items() if r["group"] == request.id]:
             self.rules.pop(rule_id)
@@ -569,17 +549,14 @@ class NebiusGrpcFake:
             except ValueError:
                 raise self._invalid("spec.ingress.source_cidrs[%d]" % index, "value must be a valid CIDR") from None
         if any(r["group"] == group and r["name"] == request.metadata.name for r in self.rules.values()):
-            raise _Abort(C.ALREADY_EXISTS, "rule %s already exists" % request.metadata.name,
-                         service_error("AlreadyExists"))
+            raise _Abort(C.ALREADY_EXISTS, "rule %s already exists" % request.metadata.name, service_error("AlreadyExists"))
         rule_id = "vpcsecurityrule-e00" + uuid.uuid4().hex[:16]
-        self.rules[rule_id] = dict(group=group, name=request.metadata.name, labels=dict(request.metadata.labels),
-                                   spec=spec)
+        self.rules[rule_id] = dict(group=group, name=request.metadata.name, labels=dict(request.metadata.labels), spec=spec)
         return self._operation(rule_id, "create security rule")
 
     def delete_rule(self, request: DeleteSecurityRuleRequest) -> Operation:
-        if request.id not in self.rules:
+        if self.rules.pop(request.id, None) is None:
             raise self._not_found(request.id)
-        self.rules.pop(request.id)
         return self._operation(request.id, "delete security rule")
 
     # -- billing ---------------------------------------------------------------------------
@@ -594,7 +571,30 @@ class NebiusGrpcFake:
                 raise self._invalid("resource_specs[%d]" % index, "unknown platform or preset")
             gpus = platform["gpus"][create.spec.resources.preset]
             hourly = platform["price"] * max(gpus, 1) * (0.5 if create.spec.HasField("preemptible") else 1.0)
-            costs.append(ResourceCost(
-                aggregation_unit=AggregationUnit(unit="hour", unit_type=AggregationUnit.UnitType.UNIT_TYPE_TIME_BASED),
-                general=GeneralResourceCost(total=CostBreakdown(cost="%.4f" % hourly, cost_rounded="%.2f" % hourly))))
+            costs.append(ResourceCost(aggregation_unit=AggregationUnit(unit="hour", unit_type=AggregationUnit.UnitType.UNIT_TYPE_TIME_BASED),
+                                      general=GeneralResourceCost(total=CostBreakdown(cost="%.4f" % hourly, cost_rounded="%.2f" % hourly))))
         return EstimateBatchResponse(resource_costs=costs, currency=request.currency or "usd")
+
+    # -- tenant and capacity advisor ------------------------------------------------------------
+    def get_project(self, request: GetProjectRequest) -> Project:
+        if request.id != self.project_id:
+            raise _Abort(C.PERMISSION_DENIED, "permission denied on " + request.id, service_error("PermissionDenied"))
+        return Project(metadata=ResourceMetadata(id=self.project_id, parent_id=self.tenant_id, name="default"))
+
+    def list_advice(self, request: ListResourceAdviceRequest) -> ListResourceAdviceResponse:
+        if not request.parent_id:
+            raise self._invalid("parent_id", "value is required")
+        if request.parent_id != self.tenant_id:
+            raise _Abort(C.PERMISSION_DENIED, "permission denied on " + request.parent_id, service_error("PermissionDenied"))
+        avail, items = ResourceAdviceStatus.Availability, []
+        for name, preset in [(name, preset) for name, p in self.platforms.items() for preset in p["presets"]]:
+            level = self.capacity.get((name, preset), "HIGH")
+            state = avail(data_state=avail.DataState.DATA_STATE_FRESH, limit=self.quota_gpus,
+                          available=0 if level == "LIMIT_REACHED" else self.quota_gpus,
+                          availability_level=getattr(avail.AvailabilityLevel, "AVAILABILITY_LEVEL_" + level))
+            items.append(ResourceAdvice(metadata=ResourceMetadata(parent_id=self.tenant_id), spec=ResourceAdviceSpec(
+                region=self.region, fabric=self.region + "-a", compute_instance=ComputeInstanceDetails(
+                    platform=name, preset=ComputeInstanceDetails.Preset(name=preset))),
+                status=ResourceAdviceStatus(on_demand=state, preemptible=state)))
+        page, token = self._page(items, request)
+        return ListResourceAdviceResponse(items=page, next_page_token=token)

@@ -52,7 +52,7 @@ def test_offers_are_platform_presets_priced_cheapest_first(fake):
         ("gpu-h100-sxm/1gpu-16vcpu-200gb", "H100", 1, 2.95, True, "eu-north1"),
         ("gpu-h100-sxm/8gpu-128vcpu-1600gb", "H100", 8, 23.6, True, "eu-north1")]
     assert offers[0].detail == {"platform": "gpu-h100-sxm", "preset": "1gpu-16vcpu-200gb", "vcpus": 16,
-                                "memory_gib": 200}
+                                "memory_gib": 200, "capacity": ["HIGH"]}
     json.dumps([o.to_dict() for o in offers])
 
 

@@ -16,6 +16,11 @@ OPTIONS = dict(
     project_id=dict(type="str", fallback=shared.from_environment("NEBIUS_PROJECT_ID"), description=(
         "The project (C(project-...)) the VMs are made in; a Nebius project lives in one region (C(region)). "
         "Unset: E(NEBIUS_PROJECT_ID). Required for every API call.")),
+    tenant_id=dict(type="str", description=(
+        "The tenant (C(tenant-...)) of C(project_id), whose capacity advisor "
+        "(C(nebius.capacity.v1.ResourceAdviceService)) says which presets are out of stock. Unset: the "
+        "project's parent, read with C(nebius.iam.v2.ProjectService.Get). An advisor that cannot be consulted "
+        "leaves every offer available, saying why in the offer's detail.")),
     region=dict(type="str", default="eu-north1", description=(
         "The region of C(project_id) (offers are in it; a request naming other regions gets none).")),
     iam_token=dict(type="str", no_log=True, fallback=shared.from_environment("NEBIUS_IAM_TOKEN"), description=(

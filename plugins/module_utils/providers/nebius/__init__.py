@@ -14,8 +14,11 @@ private key file), handed to the SDK, which exchanges and renews them.
 * plan: ``PlatformService.List`` of the project: one offer per GPU platform x preset
   (gpu_count = the preset's GPUs) in the project's region, priced by one
   ``billing.v1.CalculatorService.EstimateBatch`` of the same create requests (USD/h).
-  Nebius exposes no stock: every offer is available; a full region is Capacity on create.
   A calculator that refuses (other than transiently) leaves the offers unpriced, saying why.
+  Stock from one ``capacity.v1.ResourceAdviceService.List`` of the tenant (capacity.py): a preset at
+  AVAILABILITY_LEVEL_LIMIT_REACHED is unavailable with that reason; an advisor that cannot be
+  consulted leaves the offers available, saying why in their detail. The tenant: option, else
+  the project's parent (``iam.v2.ProjectService.Get``).
 * prepare: the subnet (option, else the project's first); a security group
   ``gpuprov-<vm>-j<8 hex of sha256(journal id)>`` on its network with one ingress rule
   (TCP ssh_port + open_ports from the allowed CIDRs) and one egress rule (all).
@@ -43,7 +46,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import catalog, operations
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import capacity, catalog, operations
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import (
     NebiusError, from_exception, malformed,
 )
@@ -214,6 +217,8 @@ class NebiusProvider(TypedOptionsProvider):
                                     "%s" % ("preemptible " if request.spot else "", want, self.project))
             raise ProviderError(ErrorKind.INVALID_REQUEST, "gpu_count: nebius's %s presets hold at most %d GPUs, "
                                 "%d asked" % (want, max(seen_counts), count))
+        if offers:
+            capacity.apply(self, offers, region, bool(request.spot))
         if offers and self.options["prices"]:
             self._price(offers)
         offers.sort(key=lambda o: (o.price_per_hour if o.price_per_hour is not None else 1e9, o.gpu_count,

@@ -108,18 +108,6 @@ def guarded(fn: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
     return wrapper
 
 
-def run(module, fn: Callable[..., Dict[str, Any]]) -> None:
-    """Call ``fn(module.params, module.check_mode)`` and end the module with its result. The
-    result holds no credential (no function here returns one); Ansible hides the ``no_log``
-    options in the task's ``invocation``."""
-    result = fn(module.params, module.check_mode)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
-
-
 # -- parameters -------------------------------------------------------------------------------
 
 def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id: Optional[str] = None) -> Provider:

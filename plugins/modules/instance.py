@@ -39,7 +39,14 @@ extends_documentation_fragment:
   - gpuprov.cloud.group
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+  async:
+    support: full
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details:
@@ -129,6 +136,10 @@ options:
         for those, or a teardown of the same name may start before the create returns.
     type: int
 notes:
+  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
+    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
+    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
+    C(async), another interpreter) the module runs as any module does."
   - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and
     O(state=absent) removes it.
   - Instances made by this module are not written to the VM records of M(gpuprov.cloud.vm) (its inventory and
@@ -260,57 +271,12 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
-    TAGS_SPEC, group_argument_spec, reconcile_clouds,
-)
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff
-
-
-def with_diff(result, state):
-    """``result`` with Ansible's ``diff``: the instance record before and after the task."""
-    if result.get("failed"):
-        return result
-    offer = result.get("offer")
-    if state == "absent":
-        # A teardown's last listing no longer shows what it deleted: the ids and the location do.
-        deleted = result.get("deleted") or []
-        location = result.get("location") or {}
-        before = vm_diff.vm_record(cloud=location.get("cloud"), region=location.get("region"),
-                                   zone=location.get("zone"), instance_id=", ".join(deleted)) if deleted else {}
-        result["diff"] = vm_diff.result_diff(before, {})
-        return result
-    after = vm_diff.of_instance_row(result.get("instance"), offer)
-    if result.get("instance") is None and offer:   # check mode, nothing there yet
-        after = vm_diff.of_offer(offer, "Running (would be created)")
-    result["diff"] = vm_diff.result_diff({} if result.get("changed") else after, after)
-    return result
+from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import INSTANCE, finish
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=group_argument_spec(
-            name=dict(type="str", required=True),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            region=dict(type="str"),
-            zone=dict(type="str"),
-            instance_type=dict(type="str"),
-            ssh_public_key=dict(type="str", no_log=False),
-            allowed_cidrs=dict(type="list", elements="str", default=[]),
-            open_ports=dict(type="list", elements="int", default=[]),
-            wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=600),
-            tags=TAGS_SPEC["tags"],
-        ),
-        supports_check_mode=True,
-    )
-    reconcile_clouds(module.params)
-
-    def instance_task(params, check_mode):
-        result = primitives.instance(params, check_mode)
-        return with_diff(result, params["state"]) if module._diff else result
-
-    primitives.run(module, instance_task)
+    module = AnsibleModule(argument_spec=INSTANCE.argument_spec, supports_check_mode=True)
+    finish(module, INSTANCE)
 
 
 if __name__ == "__main__":

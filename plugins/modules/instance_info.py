@@ -27,7 +27,14 @@ extends_documentation_fragment:
   - gpuprov.cloud.group
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+  async:
+    support: full
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details: Observing changes nothing; the module does the same in check mode.
@@ -46,6 +53,11 @@ options:
   zone:
     description: Zone to look in, where the cloud has zones.
     type: str
+notes:
+  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
+    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
+    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
+    C(async), another interpreter) the module runs as any module does."
 seealso:
   - module: gpuprov.cloud.instance
   - module: gpuprov.cloud.journal_info
@@ -112,21 +124,12 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import INSTANCE_INFO, finish
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=group_argument_spec(
-            name=dict(type="str", required=True),
-            region=dict(type="str"),
-            zone=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    reconcile_clouds(module.params)
-    primitives.run(module, primitives.instance_info)
+    module = AnsibleModule(argument_spec=INSTANCE_INFO.argument_spec, supports_check_mode=True)
+    finish(module, INSTANCE_INFO)
 
 
 if __name__ == "__main__":

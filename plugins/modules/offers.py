@@ -30,7 +30,14 @@ extends_documentation_fragment:
   - gpuprov.cloud.group
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+  async:
+    support: full
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
     details: Planning changes nothing; the module does the same in check mode.
@@ -44,6 +51,11 @@ options:
       - The VM name the plan is made for (a DNS label); only checked, plans do not depend on it.
     type: str
     default: offers
+notes:
+  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
+    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
+    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
+    C(async), another interpreter) the module runs as any module does."
 seealso:
   - module: gpuprov.cloud.vm
   - module: gpuprov.cloud.instance
@@ -151,15 +163,12 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec, reconcile_clouds
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import OFFERS, finish
 
 
 def main():
-    module = AnsibleModule(argument_spec=group_argument_spec(name=dict(type="str", default="offers")),
-                           supports_check_mode=True)
-    reconcile_clouds(module.params)
-    primitives.run(module, primitives.offers)
+    module = AnsibleModule(argument_spec=OFFERS.argument_spec, supports_check_mode=True)
+    finish(module, OFFERS)
 
 
 if __name__ == "__main__":

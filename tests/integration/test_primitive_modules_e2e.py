@@ -1,6 +1,7 @@
-"""gpuprov.cloud.offers / instance / instance_info run by the real ansible-playbook (as normal
-modules on localhost, so through Ansiballz) against the local cloud: real sshd processes in
-a throw-away state directory (the ``ansible`` fixture of conftest.py)."""
+"""gpuprov.cloud.offers / instance / instance_info run by the real ansible-playbook on localhost (in
+Ansible's process, through their action plugins; test_in_process_and_shipped_module_give_the_same_result
+also ships the modules through AnsiballZ) against the local cloud: real sshd processes in a throw-away
+state directory (the ``ansible`` fixture of conftest.py)."""
 
 from __future__ import annotations
 
@@ -291,3 +292,52 @@ def test_offers_and_instance_on_aws_and_gcp_fakes(moto_ec2, gcp_fake, ansible, t
     assert gcp_fake.instances == {} and gcp_fake.firewalls == {}
     # nothing was made on aws: offers only plans
     assert moto_ec2.calls("RunInstances", creds["aws_access_key_id"]) == []
+
+
+PATHS = """\
+    - name: Offers in Ansible's process (localhost, the controller's Python)
+      gpuprov.cloud.offers:
+        cloud_options: {local: {}, aws: {aws_secret_access_key: "sekrit-%(mark)s"}}
+      register: here
+    - name: The same offers through the module (the environment keyword makes Ansible ship it)
+      gpuprov.cloud.offers:
+        cloud_options: {local: {}, aws: {aws_secret_access_key: "sekrit-%(mark)s"}}
+      environment: {GPUPROV_PATH_CHECK: "1"}
+      register: shipped
+    - name: An unknown option, in Ansible's process
+      gpuprov.cloud.instance_info:
+        name: prim1
+        colour: blue
+      register: unknown_here
+      ignore_errors: true
+    - name: The same through the module
+      gpuprov.cloud.instance_info:
+        name: prim1
+        colour: blue
+      environment: {GPUPROV_PATH_CHECK: "1"}
+      register: unknown_shipped
+      ignore_errors: true
+"""
+
+
+def test_in_process_and_shipped_module_give_the_same_result(ansible, tmp_path):
+    mark = uuid.uuid4().hex[:8]
+    play = Play(ansible, tmp_path, "Two paths", PATHS % {"mark": mark},
+                ["here", "shipped", "unknown_here", "unknown_shipped"])
+    proc, recap, saved = play.run("-vvv")
+    assert recap["failed"] == 0 and recap["ignored"] == 2, proc.stdout[-4000:]
+    # Only the tasks with an environment were shipped: AnsiballZ ran twice, once per module.
+    for module in ("offers", "instance_info"):
+        ran = re.findall(r"python\S* \S+/AnsiballZ_%s\.py" % module, proc.stdout)
+        assert len(ran) == 1, (module, ran, proc.stdout[-6000:])
+    here, shipped = saved["here"], saved["shipped"]
+    for key in ("changed", "offers", "table", "clouds", "msg"):
+        assert here.get(key) == shipped.get(key), key
+    assert here["offers"] and here["changed"] is False
+    # The credential is hidden in both invocations (printed at -vvv), the rest stays readable.
+    assert "sekrit-%s" % mark not in proc.stdout
+    assert proc.stdout.count('"aws_secret_access_key": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"') >= 2
+    for unknown in (saved["unknown_here"], saved["unknown_shipped"]):
+        assert unknown["failed"] is True
+        assert unknown["msg"].startswith("Unsupported parameters for (gpuprov.cloud.instance_info) module: colour."), \
+            unknown["msg"]

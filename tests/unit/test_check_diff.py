@@ -82,7 +82,7 @@ def test_masked_kubeconfig_hides_credentials_only():
 
 def test_instance_diff_shows_the_instance_record_before_and_after(home):
     from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-    from ansible_collections.gpuprov.cloud.plugins.modules.instance import with_diff
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import instance_diff as with_diff
 
     params = {"name": "cdinst", "cloud": "local", "state": "present", "cloud_options": {}, "gpu_count": 1}
     would = with_diff(primitives.instance(dict(params), check_mode=True), "present")

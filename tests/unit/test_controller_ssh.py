@@ -193,6 +193,48 @@ def test_ssh_check_refused_port_is_not_ready(tmp_path):
     assert "connect" in str(info.value)
 
 
+def test_a_login_begun_ahead_is_taken_by_the_same_endpoint_only(local_vm):
+    provider, location, instance, files = local_vm
+    checker = ssh.SshChecker(files, timeout=5)
+    endpoint = _endpoint(provider, location, instance)
+    alias = "gpuprov-sshcheck-000000000000"
+    deadline = time.monotonic() + SSHD_START_S
+    while True:   # sshd up first: the login begun below then passes
+        try:
+            fingerprint = checker(endpoint, alias)
+            break
+        except SshNotReady:
+            if time.monotonic() > deadline:
+                pytest.fail("sshd never accepted the login")
+            time.sleep(0.1)
+    checker.begin(endpoint, alias)
+    other_user = SshEndpoint(endpoint.host, endpoint.port, "gpuprov-nobody")
+    checker.begin(other_user, alias)
+    for begun in list(checker._ahead.values()):
+        begun[0].join()
+    provider.delete(location, "sshcheck", [instance])   # no new login can pass from here on
+    # The same endpoint and alias take the login made ahead (before the VM went) ...
+    assert checker(endpoint, alias) == fingerprint
+    # ... once: the next call logs in again, and finds the VM gone.
+    with pytest.raises(SshNotReady):
+        checker(endpoint, alias)
+    # Another user's login was its own, and its failure is raised by the call that takes it.
+    with pytest.raises(SshNotReady) as info:
+        checker(other_user, alias)
+    assert "login as gpuprov-nobody" in str(info.value)
+
+
+def test_a_failure_begun_ahead_is_raised_by_the_call_that_takes_it(tmp_path):
+    files = ssh.ControllerFiles(str(tmp_path), str(tmp_path / "id"))
+    ssh.ensure_controller_key(files.key_path)
+    checker = ssh.SshChecker(files, timeout=2)
+    checker.begin(SshEndpoint("127.0.0.1", 1, "root"), "gpuprov-x-000000000000")
+    with pytest.raises(SshNotReady) as info:
+        checker(SshEndpoint("127.0.0.1", 1, "root"), "gpuprov-x-000000000000")
+    assert "connect" in str(info.value)
+    assert checker._ahead == {}
+
+
 # -- what a fresh provision prints, and what an unusable state directory says ----------------------
 
 _SILENT_CHECK = r'''

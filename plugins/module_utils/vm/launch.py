@@ -294,6 +294,11 @@ class LaunchMachine(Machine):
         vm = (previous or {}).get("vm")
         if vm:
             location = Location.from_dict(vm["location"])
+            begin_login = getattr(self.ctx.ssh_check, "begin", None)
+            if begin_login is not None and vm.get("ssh"):
+                # Usually the VM is still there at its endpoint: log in while the cloud answers
+                # (Connecting takes the outcome when the endpoint it observes is the same).
+                begin_login(SshEndpoint.from_dict(vm["ssh"]), vm["host_key_alias"])
             found = [o for o in self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
                      if o.owned_by(self.ctx.journal_id)]
             mine = [o for o in found if o.instance_id == vm["instance_id"]]

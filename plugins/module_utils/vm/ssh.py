@@ -27,6 +27,7 @@ import os
 import re
 import socket
 import tempfile
+import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import (
@@ -308,6 +309,30 @@ class SshChecker:
         # host key alias -> what ``command`` printed at its last login that passed
         self.outputs: Dict[str, str] = {}
         self._pkey = None
+        # (host, port, user, alias) -> the login begun ahead by ``begin``: [thread, fingerprint, exception]
+        self._ahead: Dict[Tuple[str, int, str, str], list] = {}
+
+    def begin(self, endpoint, alias: str) -> None:
+        """Start the login to ``endpoint`` in the background, for a later call with the same endpoint
+        and alias to take its outcome instead of logging in again.
+
+        A re-run begins the login to the journalled VM while it asks the cloud whether that VM still
+        runs: the two waits overlap. The login changes nothing but the pinned host key of an alias
+        that had none, exactly as the later call would; an outcome nobody takes is dropped."""
+        key = (endpoint.host, int(endpoint.port), endpoint.user, alias)
+        if key in self._ahead:
+            return
+        slot: list = [None, None, None]
+
+        def login():
+            try:
+                slot[1] = self._login(endpoint, alias)
+            except Exception as exc:  # pylint: disable=broad-except
+                slot[2] = exc   # raised by the call that takes it
+
+        slot[0] = threading.Thread(target=login, name="gpuprov-ssh-check-%s" % alias, daemon=True)
+        self._ahead[key] = slot
+        slot[0].start()
 
     def _key(self):
         if self._pkey is None:
@@ -315,6 +340,15 @@ class SshChecker:
         return self._pkey
 
     def __call__(self, endpoint, alias: str) -> str:
+        ahead = self._ahead.pop((endpoint.host, int(endpoint.port), endpoint.user, alias), None)
+        if ahead is not None:
+            ahead[0].join()
+            if ahead[2] is not None:
+                raise ahead[2]
+            return ahead[1]
+        return self._login(endpoint, alias)
+
+    def _login(self, endpoint, alias: str) -> str:
         try:
             sock = socket.create_connection((endpoint.host, endpoint.port), timeout=self.timeout)
         except OSError as exc:

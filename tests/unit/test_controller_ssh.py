@@ -4,6 +4,7 @@ login check against a local-cloud sshd."""
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 import time
@@ -222,6 +223,26 @@ def test_a_login_begun_ahead_is_taken_by_the_same_endpoint_only(local_vm):
     with pytest.raises(SshNotReady) as info:
         checker(other_user, alias)
     assert "login as gpuprov-nobody" in str(info.value)
+
+
+def test_a_local_vm_command_runs_in_a_shell_that_reads_no_rc_file(local_vm):
+    """bash reads the account's ~/.bashrc for a command sshd runs when it is the first shell level: the
+    local cloud's sessions start at the second, as a fresh VM's account has no interactive setup to run."""
+    if not pwd.getpwuid(os.getuid()).pw_shell.endswith("bash"):
+        pytest.skip("the account's shell is not bash")
+    provider, location, instance, files = local_vm
+    checker = ssh.SshChecker(files, timeout=5, command='echo "$SHLVL ${BASH_VERSION:+bash}"')
+    endpoint = _endpoint(provider, location, instance)
+    deadline = time.monotonic() + SSHD_START_S
+    while True:
+        try:
+            checker(endpoint, "gpuprov-sshcheck-000000000000")
+            break
+        except SshNotReady:
+            if time.monotonic() > deadline:
+                pytest.fail("sshd never accepted the login")
+            time.sleep(0.1)
+    assert checker.outputs["gpuprov-sshcheck-000000000000"] == "2 bash"
 
 
 def test_a_failure_begun_ahead_is_raised_by_the_call_that_takes_it(tmp_path):

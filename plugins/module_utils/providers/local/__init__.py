@@ -66,6 +66,10 @@ PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
 PrintMotd no
+# The VM is this host's own account, but it must act like a fresh VM's: bash, run by sshd for a command,
+# would read the account's ~/.bashrc (an interactive setup, such as pyenv's, that costs 0.1 s of CPU a login
+# and may print), because it is its first shell level; SHLVL=1 makes it the second, which reads no rc file.
+SetEnv SHLVL=1
 Subsystem sftp internal-sftp
 """
 

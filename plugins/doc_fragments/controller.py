@@ -22,3 +22,20 @@ attributes:
   platform:
     platforms: posix
 """
+
+    # The modules whose action plugin runs their task in Ansible's process when the task runs on the
+    # controller with its own Python, and runs the module anywhere else (offers, instance, instance_info).
+    IN_PROCESS_ON_CONTROLLER = r"""
+attributes:
+  action:
+    support: full
+  async:
+    support: full
+  bypass_host_loop:
+    support: none
+notes:
+  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
+    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
+    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
+    C(async), another interpreter) the module runs as any module does."
+"""

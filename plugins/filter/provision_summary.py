@@ -24,8 +24,8 @@ def _search_line(search):
     if not search:
         return "reused: no search"
     skipped = search.get("skipped") or []
-    return "offer %s of %s: %s%s" % (search.get("offer"), search.get("of"), search.get("offer_id"),
-                                      "; skipped before it: " + "; ".join(skipped) if skipped else "")
+    before = "; skipped before it: " + "; ".join(skipped) if skipped else ""
+    return "offer %s of %s: %s%s" % (search.get("offer"), search.get("of"), search.get("offer_id"), before)
 
 
 def provision_summary(result, name, check_mode=False, smoke=None, kubeconfig=None, validation=None):
@@ -38,8 +38,8 @@ def provision_summary(result, name, check_mode=False, smoke=None, kubeconfig=Non
         return lines
     vm = result.get("vm") or {}
     price = vm.get("price_per_hour")
-    lines.append("%s is up on %s/%s (%s)%s" % (name, vm.get("cloud"), vm.get("region"), vm.get("instance_id"),
-                                              "" if price is None else ", $%s/h" % price))
+    cost = "" if price is None else ", $%s/h" % price
+    lines.append("%s is up on %s/%s (%s)%s" % (name, vm.get("cloud"), vm.get("region"), vm.get("instance_id"), cost))
     lines.append(_search_line(result.get("search")))
     # The vm task's own login ran the smoke command; a VM it did not run it on ran it through Ansible.
     ran = _get(result, "smoke", "stdout")

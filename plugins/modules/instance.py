@@ -40,13 +40,8 @@ extends_documentation_fragment:
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpuprov.cloud.controller.in_process_on_controller
 attributes:
-  action:
-    support: full
-  async:
-    support: full
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details:
@@ -136,10 +131,6 @@ options:
         for those, or a teardown of the same name may start before the create returns.
     type: int
 notes:
-  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
-    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
-    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
-    C(async), another interpreter) the module runs as any module does."
   - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and
     O(state=absent) removes it.
   - Instances made by this module are not written to the VM records of M(gpuprov.cloud.vm) (its inventory and

@@ -28,13 +28,8 @@ extends_documentation_fragment:
   - gpuprov.cloud.group.vm_settings_ignored
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpuprov.cloud.controller.in_process_on_controller
 attributes:
-  action:
-    support: full
-  async:
-    support: full
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Observing changes nothing; the module does the same in check mode.
@@ -53,11 +48,6 @@ options:
   zone:
     description: Zone to look in, where the cloud has zones.
     type: str
-notes:
-  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
-    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
-    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
-    C(async), another interpreter) the module runs as any module does."
 seealso:
   - module: gpuprov.cloud.instance
   - module: gpuprov.cloud.journal_info

@@ -94,10 +94,22 @@ class Browser:
             self._events.append(reply)
 
     def open(self, path):
+        """Navigate to ``path`` and return once that page has loaded: its load event is the first after the
+        main frame navigated to it (a late load event of the blank page the browser started on does not count)."""
         self._events.clear()
         self.call("Page.navigate", session=True, url=path.as_uri())
-        while not any(event.get("method") == "Page.loadEventFired" for event in self._events):
+        while not self._loaded(path.as_uri()):
             self._events.append(self._read_message())
+
+    def _loaded(self, url):
+        navigated = False
+        for event in self._events:
+            frame = event.get("params", {}).get("frame", {})
+            if event.get("method") == "Page.frameNavigated" and not frame.get("parentId"):
+                navigated = frame.get("url", "").split("#")[0] == url
+            elif event.get("method") == "Page.loadEventFired" and navigated:
+                return True
+        return False
 
     def evaluate(self, expression):
         result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)

@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import http.server
 import os
+import select
 import shutil
 import signal
 import sqlite3
@@ -43,12 +44,19 @@ CHECK = {"journal": None, "name": None, "clouds": [], "cloud_options": {}, "ssh_
 # --- helpers ----------------------------------------------------------------------------------
 
 def _kill_under(root):
+    """SIGKILL every sshd under ``root`` and wait until each has died (its pidfd turns readable then): a
+    check that follows at once must not see one still on its way out."""
     for pid, cmdline in local_mod._sshd_processes():
         if str(root) + os.sep in cmdline:
             try:
-                os.kill(pid, signal.SIGKILL)
+                pidfd = os.pidfd_open(pid)
             except ProcessLookupError:
-                pass
+                continue
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                assert select.select([pidfd], [], [], 30)[0], "sshd %d outlived SIGKILL" % pid
+            finally:
+                os.close(pidfd)
 
 
 @pytest.fixture

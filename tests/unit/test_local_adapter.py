@@ -245,10 +245,12 @@ def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
     provider._write_files(folder, spec, instance_id, port)
     provider._mark_spawned(folder)
     slow = subprocess.Popen(  # a launcher that takes its time before exec-ing sshd
-        ["/bin/sh", "-c", 'sleep 2; exec "$0" -D -f "$1" -E "$2"', "/usr/sbin/sshd",
+        ["/bin/sh", "-c", 'echo started; sleep 2; exec "$0" -D -f "$1" -E "$2" >/dev/null', "/usr/sbin/sshd",
          os.path.join(folder, "sshd_config"), os.path.join(folder, "sshd.log")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
+        # The shell runs (its own exec is over, its command line readable): Popen may return before that.
+        assert slow.stdout.readline() == b"started\n"
         fresh = _fresh(root)
         [seen] = fresh.observe(LOC, spec.vm_name)
         assert seen.status == Status.RUNNING
@@ -261,6 +263,7 @@ def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
         if slow.poll() is None:
             slow.kill()
             slow.wait()
+        slow.stdout.close()
 
 
 def test_sshd_that_started_and_died_is_failed_with_its_log(root, provider, spec):
@@ -406,3 +409,23 @@ def test_cleanup_refuses_while_an_own_instance_runs(root, provider, spec):
         provider.cleanup(LOC, spec.vm_name)
     assert err.value.kind == ErrorKind.TRANSIENT and "still running" in err.value.msg
     _remove_all(root, spec)
+
+
+def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_process_serving_the_folder(
+        monkeypatch, root, provider, spec):
+    """A running instance's pid file names its sshd: observe needs no scan of /proc for it. A pid file naming
+    a process that serves nothing of this folder (a stale pid, reused) is not believed: the scan decides."""
+    instance_id = _launch(provider, spec)
+    folder = os.path.join(root, spec.vm_name, instance_id)
+    _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
+    scans = []
+    real_scan = local_mod._sshd_processes
+    monkeypatch.setattr(local_mod, "_sshd_processes", lambda: scans.append(1) or real_scan())
+    [seen] = _fresh(root).observe(LOC, spec.vm_name)
+    assert seen.status == Status.RUNNING and scans == []
+    for name in ("instance.pid", "sshd.pid"):   # both now name this test's own process, which serves nothing
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write("%d\n" % os.getpid())
+    [seen] = _fresh(root).observe(LOC, spec.vm_name)
+    assert seen.status == Status.RUNNING and scans == [1]   # found by the scan, which the stale pids forced
+    _remove_all(root, spec)   # which checks that nothing is left

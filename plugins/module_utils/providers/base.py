@@ -350,6 +350,9 @@ class Capabilities(_Record):
     k3s_access: Optional[str] = K3sAccess.SSH_TUNNEL
     boot_timeout_s: float = 900.0
     poll_interval_s: float = 10.0
+    # How soon a readiness wait (a boot, an SSH login) first looks again, for a cloud whose instances are up
+    # within moments (the local cloud's sshd listens milliseconds after create); None: the core's defaults.
+    readiness_poll_first_s: Optional[float] = None
     # The Python Ansible should use on the VM, where interpreter discovery would guess wrong.
     python_interpreter: Optional[str] = None
 

@@ -64,7 +64,8 @@ ATTEMPT = ("Preparing", "Creating", "Booting", "Connecting")
 
 # Readiness waits (the executor's schedule, machine/executor.py poll_delay): a boot is observed
 # after 1 s, then less often as it goes on, up to the cloud's poll_interval_s; an SSH login is
-# retried after 0.25 s (a fresh sshd answers within a moment), backing off to 2 s.
+# retried after 0.25 s (a fresh sshd answers within a moment), backing off to 2 s. A cloud whose
+# instances are up within moments gives its own first wait (readiness_poll_first_s).
 BOOT_POLL_FIRST_S = 1.0
 SSH_POLL_FIRST_S = 0.25
 SSH_POLL_MAX_S = 2.0
@@ -427,7 +428,8 @@ class LaunchMachine(Machine):
         if not mine:
             # Listings lag creation on some clouds; only a lasting absence means vanished.
             if cx.in_state < min(60.0, boot_timeout / 4.0):
-                return Poll(interval, "instance %s not listed yet" % state["instance_id"], first=BOOT_POLL_FIRST_S)
+                return Poll(interval, "instance %s not listed yet" % state["instance_id"],
+                            first=self._first_poll(offer["cloud"], BOOT_POLL_FIRST_S))
             return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, "instance vanished while booting")),
                         "instance vanished")
         inst = mine[0]
@@ -453,7 +455,12 @@ class LaunchMachine(Machine):
             return Next(self._compensate(state, "NextOffer", err), err["msg"])
         no_endpoint = "" if inst.endpoint else ", no endpoint yet"
         return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint),
-                    first=BOOT_POLL_FIRST_S)
+                    first=self._first_poll(offer["cloud"], BOOT_POLL_FIRST_S))
+
+    def _first_poll(self, cloud: str, default: float) -> float:
+        """The first wait of a readiness poll on ``cloud``: its own where it gives one, else ``default``."""
+        first = self.ctx.capabilities(cloud).readiness_poll_first_s
+        return default if first is None else first
 
     def _step_Connecting(self, state: Dict[str, Any], cx):
         if state.get("reused"):
@@ -477,7 +484,7 @@ class LaunchMachine(Machine):
                     return Next(self._keep_reused(state, reason), reason)
                 return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, reason)), reason)
             return Poll(SSH_POLL_MAX_S, "waiting for SSH on %s:%d: %s" % (endpoint.host, endpoint.port, exc),
-                        first=SSH_POLL_FIRST_S)
+                        first=self._first_poll(vm["location"]["cloud"], SSH_POLL_FIRST_S))
         vm = dict(vm, ssh=endpoint.to_dict(), host_key_fingerprint=fingerprint)
         if self.ctx.files is not None:
             # Journalled with the VM: a controller without this known_hosts regenerates it from the journal.

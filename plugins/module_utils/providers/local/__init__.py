@@ -9,12 +9,13 @@ folder ``<root>/<vm name>/<instance id>/`` holding ``instance.json`` (its record
 with the journal id of the controller that made it), its host key, sshd_config,
 authorized_keys (the controller's key), the ``spawned`` marker, pid file and log.
 
-observe finds instances by those folders and their processes by a scan of /proc
-for the folder's sshd_config path (the pid file is only a hint), so it tells what
-exists at every point of an interrupted create: a live process is Running; no
-process is Failed at once, "never started" before the ``spawned`` marker and
-"started and died" after it. Nothing is ever Pending, so nothing waits on a grace
-period.
+observe finds instances by those folders, and their processes by the pid files or,
+when these name no live process serving the folder, by a scan of /proc for the
+folder's sshd_config path. So it tells what exists at every point of an
+interrupted create, a crash before the pid reached a file included: a live process
+is Running; no process is Failed at once, "never started" before the ``spawned``
+marker and "started and died" after it. Nothing is ever Pending, so nothing waits
+on a grace period.
 """
 
 from __future__ import annotations
@@ -91,29 +92,68 @@ def _touch(path: str) -> None:
         pass
 
 
-def _sshd_processes() -> List[Tuple[int, str]]:
-    """(pid, command line) of every live (non-zombie) process naming an sshd_config.
+# /proc/<pid>/stat's flag of a kernel thread (which has no command line either).
+_PF_KTHREAD = 0x00200000
 
-    sshd's config test (``-t``) is left out: it checks a config, it does not serve it.
-    """
+
+def _sshd_cmdline(pid: str) -> Optional[str]:
+    """The command line of process ``pid`` when it is live (not a zombie), names an sshd_config and is not
+    sshd's config test (``-t``: it checks a config, it does not serve it); None otherwise, or when it is gone
+    or not ours to read.
+
+    The command line is read first and the state only for a match: a scan reads one file of nearly every
+    process, not two (a fleet's controller runs hundreds, and a launch observes many times)."""
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as handle:
+            raw = handle.read()
+        if b"sshd_config" not in raw:
+            return None
+        with open("/proc/%s/stat" % pid, "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return None
+    except (OSError, IndexError):
+        return None  # gone meanwhile, or not ours to read
+    argv = raw.decode(errors="replace").split("\0")
+    return None if "-t" in argv else " ".join(argv)
+
+
+def _sshd_processes() -> List[Tuple[int, str]]:
+    """(pid, command line) of every live (non-zombie) process naming an sshd_config, but sshd's config tests."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                argv = handle.read().decode(errors="replace").split("\0")
-        except (OSError, IndexError):
-            continue  # gone meanwhile, or not ours to read
-        if "-t" in argv:
-            continue
-        cmdline = " ".join(argv)
-        if "sshd_config" in cmdline:
-            found.append((int(entry), cmdline))
+        if entry.isdigit():
+            cmdline = _sshd_cmdline(entry)
+            if cmdline is not None:
+                found.append((int(entry), cmdline))
     return found
+
+
+def _in_exec(pid: str) -> bool:
+    """Whether process ``pid`` is live, not a kernel thread, and shows no command line: one between the
+    start of an exec and its new command line (the kernel sets that up last), such as the launching
+    shell's child on its way to becoming sshd just after create returns."""
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as handle:
+            if handle.read():
+                return False
+        with open("/proc/%s/stat" % pid, "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_KTHREAD
+
+
+class _ProcessScan:
+    """One scan of /proc (``_sshd_processes``), made the first time it is asked for and not before: where
+    every instance's pid file answers, none is made."""
+
+    def __init__(self) -> None:
+        self._found: Optional[List[Tuple[int, str]]] = None
+
+    def __call__(self) -> List[Tuple[int, str]]:
+        if self._found is None:
+            self._found = _sshd_processes()
+        return self._found
 
 
 class LocalProvider(TypedOptionsProvider):
@@ -128,6 +168,9 @@ class LocalProvider(TypedOptionsProvider):
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
                             boot_timeout_s=30.0, poll_interval_s=0.5,
+                            # sshd listens a few milliseconds after create: a login refused that early is
+                            # tried again as soon, not after the 0.25 s a cloud VM's sshd is given.
+                            readiness_poll_first_s=0.02,
                             # The "VM" is this host: the controller's own Python is known to work there.
                             python_interpreter=self.options.get("python_interpreter") or sys.executable)
 
@@ -275,7 +318,8 @@ class LocalProvider(TypedOptionsProvider):
         return pid
 
     def _write_pid(self, folder: str, pid: int) -> None:
-        """A hint for people and tools: observe and delete find the processes in /proc."""
+        """The usual answer to observe's question; a hint only, as delete and a missing or stale pid find the
+        processes in /proc."""
         with open(os.path.join(folder, "instance.pid"), "w") as handle:
             handle.write("%d\n" % pid)
 
@@ -311,11 +355,35 @@ class LocalProvider(TypedOptionsProvider):
         self._write_pid(folder, pid)
         return instance_id
 
-    def _observed(self, folder: str, record: Dict[str, Any], scan: List[Tuple[int, str]]) -> Optional[Observed]:
+    @classmethod
+    def _serving(cls, folder: str, scan: _ProcessScan) -> bool:
+        """Whether a live process serves this instance.
+
+        The pid files (the launching shell's ``$!``, which becomes sshd, and sshd's own) name the usual one:
+        when one of them is a live process naming this folder's sshd_config, that is the answer, as the scan
+        would give it. So is the launching shell's child caught in its exec of sshd, which no scan could tell
+        from any other process (it shows no command line for that moment). Otherwise the scan decides: it
+        also finds a process whose pid reached no file."""
+        for name in ("instance.pid", "sshd.pid"):
+            try:
+                with open(os.path.join(folder, name), "rb") as handle:
+                    pid = str(int(handle.read().strip() or 0))
+            except (OSError, ValueError):
+                continue
+            if pid == "0":
+                continue
+            cmdline = _sshd_cmdline(pid)
+            if cmdline is not None and cls._names_config(cmdline, folder):
+                return True
+            if name == "instance.pid" and _in_exec(pid):
+                return True
+        return bool(cls._processes(folder, scan()))
+
+    def _observed(self, folder: str, record: Dict[str, Any], scan: _ProcessScan) -> Optional[Observed]:
         """What observe says of one instance folder (None: deleted and no process left)."""
         instance_id = os.path.basename(folder)
         where = Location(self.name, REGION)
-        live = self._processes(folder, scan)
+        live = self._serving(folder, scan)
         journal_id = record.get("journal_id") or None
         if os.path.exists(os.path.join(folder, DELETED)):
             return Observed(instance_id, Status.TERMINATING, location=where, journal_id=journal_id) if live else None
@@ -335,7 +403,7 @@ class LocalProvider(TypedOptionsProvider):
             if exc.errno == errno.ENOENT:
                 return []
             raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
-        scan = _sshd_processes()
+        scan = _ProcessScan()
         found = []
         for instance_id in entries:
             folder = os.path.join(vm_dir, instance_id)
@@ -371,14 +439,14 @@ class LocalProvider(TypedOptionsProvider):
         vm_dir = self._vm_dir(vm_name)
         if not os.path.isdir(vm_dir):
             return
-        scan = _sshd_processes()
+        scan = _ProcessScan()
         busy = []
         for instance_id in sorted(os.listdir(vm_dir)):
             folder = os.path.join(vm_dir, instance_id)
             record = self._record(folder) or {}
             if record.get("journal_id") and record["journal_id"] != self.journal_id:
                 continue  # another controller's instance: never ours to remove
-            if self._processes(folder, scan):
+            if self._serving(folder, scan):
                 busy.append(instance_id)
                 continue
             shutil.rmtree(folder, ignore_errors=True)
@@ -418,7 +486,7 @@ class LocalProvider(TypedOptionsProvider):
         if location.region not in (REGION, ANY_REGION):
             return []
         where = Location(self.name, REGION)
-        scan = _sshd_processes()
+        scan = _ProcessScan()
         found = []
         for folder in self._instance_folders():
             record = self._record(folder)

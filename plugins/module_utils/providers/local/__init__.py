@@ -164,6 +164,7 @@ class LocalProvider(TypedOptionsProvider):
         super().__init__(options, journal_id=journal_id)
         self.root = os.path.abspath(os.path.expanduser(self.options.get("root") or _default_root()))
         self.user = self.options.get("user") or getpass.getuser()
+        self._sshd_path: Optional[str] = None   # found once: plan, prepare and create each need it
 
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
@@ -176,14 +177,16 @@ class LocalProvider(TypedOptionsProvider):
 
     # -- helpers ---------------------------------------------------------------------
     def _sshd(self) -> str:
-        found = self.options.get("sshd") or shutil.which("sshd") or (
-            "/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
-        if not found or not os.access(found, os.X_OK):
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "the local cloud needs the OpenSSH server binary 'sshd', which is not "
-                                "installed; install it (Debian/Ubuntu: apt-get install openssh-server) or "
-                                "set the local cloud option sshd to its path")
-        return os.path.abspath(found)
+        if self._sshd_path is None:
+            found = self.options.get("sshd") or shutil.which("sshd") or (
+                "/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+            if not found or not os.access(found, os.X_OK):
+                raise ProviderError(ErrorKind.INVALID_REQUEST,
+                                    "the local cloud needs the OpenSSH server binary 'sshd', which is not "
+                                    "installed; install it (Debian/Ubuntu: apt-get install openssh-server) or "
+                                    "set the local cloud option sshd to its path")
+            self._sshd_path = os.path.abspath(found)
+        return self._sshd_path
 
     def _vm_dir(self, vm_name: str) -> str:
         return os.path.join(self.root, vm_name)

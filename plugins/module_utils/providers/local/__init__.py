@@ -164,7 +164,8 @@ class LocalProvider(TypedOptionsProvider):
         super().__init__(options, journal_id=journal_id)
         self.root = os.path.abspath(os.path.expanduser(self.options.get("root") or _default_root()))
         self.user = self.options.get("user") or getpass.getuser()
-        self._sshd_path: Optional[str] = None   # found once: plan, prepare and create each need it
+        # The sshd found for the option's value (None: the PATH's): plan, prepare and create each need it.
+        self._sshd_found: Optional[Tuple[Optional[str], str]] = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
@@ -177,16 +178,17 @@ class LocalProvider(TypedOptionsProvider):
 
     # -- helpers ---------------------------------------------------------------------
     def _sshd(self) -> str:
-        if self._sshd_path is None:
-            found = self.options.get("sshd") or shutil.which("sshd") or (
+        wanted = self.options.get("sshd")
+        if self._sshd_found is None or self._sshd_found[0] != wanted:
+            found = wanted or shutil.which("sshd") or (
                 "/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
             if not found or not os.access(found, os.X_OK):
                 raise ProviderError(ErrorKind.INVALID_REQUEST,
                                     "the local cloud needs the OpenSSH server binary 'sshd', which is not "
                                     "installed; install it (Debian/Ubuntu: apt-get install openssh-server) or "
                                     "set the local cloud option sshd to its path")
-            self._sshd_path = os.path.abspath(found)
-        return self._sshd_path
+            self._sshd_found = (wanted, os.path.abspath(found))
+        return self._sshd_found[1]
 
     def _vm_dir(self, vm_name: str) -> str:
         return os.path.join(self.root, vm_name)

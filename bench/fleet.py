@@ -6,6 +6,10 @@ through a play of only the `vm` task; the medians are compared with the one VM's
 does what one VM's does, per VM, at once: the gap between the two fleet rows is what the play adds
 per host beyond the `vm` action's own work (on few cores the vm task's own row is CPU-bound).
 
+Each provision's CPU is printed too, split in two: the controller's (ansible-playbook, its workers and what they
+run) and the local VMs' own (their sshd listeners and the logins these served). A local VM is an sshd on this
+machine, so its work shares the controller's cores here; a cloud's VMs do theirs elsewhere.
+
 Run: make dev && .venv/bin/python bench/fleet.py [rounds] [fleet size]
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -21,6 +26,31 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(sys.executable).parent
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _local_vms_cpu(home: pathlib.Path) -> float:
+    """CPU seconds used so far by the sshd listeners of the local VMs under ``home``, with the logins they
+    served (their reaped children): the VMs' own work."""
+    marker, tick, total = (str(home) + os.sep).encode(), os.sysconf("SC_CLK_TCK"), 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                cmdline = handle.read()
+            if b"sshd" not in cmdline or marker not in cmdline:
+                continue
+            with open("/proc/%s/stat" % entry, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        total += sum(int(field) for field in fields[11:15]) / tick   # utime, stime, cutime, cstime
+    return total
 
 
 def _playbook(home: pathlib.Path, playbook: str, *args: str) -> float:
@@ -40,6 +70,7 @@ def bench_fleet(rounds: int, size: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = pathlib.Path(tmp)
         singles, fleets, vm_tasks = [], [], []
+        cpu = {"one": ([], []), "fleet": ([], [])}   # (controller, local VMs) CPU seconds per round
         vm_only = home / "vm_only.yml"
         vm_only.write_text("- hosts: gpuprov_vms\n  gather_facts: false\n  tasks:\n"
                            "    - gpuprov.cloud.vm: {name: '{{ inventory_hostname }}'}\n")
@@ -49,8 +80,11 @@ def bench_fleet(rounds: int, size: int) -> None:
             fleet.write_text("gpuprov_vms:\n  hosts:\n%s" % "".join(
                 "    bench-f%d-%d:\n" % (index, n) for n in range(size)))
             try:
-                singles.append(_playbook(home, "provision", "-e", "vm=%s" % single))
-                fleets.append(_playbook(home, "provision", "-i", str(fleet), "--forks", str(size)))
+                for row, args in (("one", ("-e", "vm=%s" % single)), ("fleet", ("-i", str(fleet), "--forks", str(size)))):
+                    controller, vms = _children_cpu(), _local_vms_cpu(home)
+                    (singles if row == "one" else fleets).append(_playbook(home, "provision", *args))
+                    cpu[row][0].append(_children_cpu() - controller)
+                    cpu[row][1].append(_local_vms_cpu(home) - vms)
             finally:   # the local cloud's VMs are sshd processes: never leave them running
                 _playbook(home, "down", "-e", "vm=%s" % single)
                 _playbook(home, "down", "-i", str(fleet), "--forks", str(size))
@@ -64,6 +98,13 @@ def bench_fleet(rounds: int, size: int) -> None:
             size, size, many, many / one))
         print("a play of only the vm task, %d VMs:         median %.3f s  ratio %.2fx  (the play adds %.3f s)" % (
             size, bare, bare / one, many - bare))
+        for row, count in (("one", 1), ("fleet", size)):
+            controller, vms = (statistics.median(values) for values in cpu[row])
+            print("CPU of the provision, %2d VM(s): controller %.2f s, the local VMs' sshd %.2f s (%.0f%%)" % (
+                count, controller, vms, 100.0 * vms / (controller + vms)))
+        extra = [statistics.median(cpu["fleet"][n]) - statistics.median(cpu["one"][n]) for n in (0, 1)]
+        print("CPU each further VM adds: controller %.0f ms, its sshd %.0f ms" % tuple(
+            1000.0 * value / (size - 1) for value in extra))
 
 
 if __name__ == "__main__":

@@ -122,14 +122,15 @@ class ScriptedProvider(Provider):
     def __init__(self, cloud: str = "fake", offers: Optional[List[Offer]] = None,
                  boot_observes: int = 1, gone_after: Optional[int] = 1,
                  poll_interval_s: float = 5.0, boot_timeout_s: float = 120.0,
-                 plan_error: Optional[ProviderError] = None):
+                 plan_error: Optional[ProviderError] = None, readiness_poll_first_s: Optional[float] = None):
         super().__init__({})
         self.name = cloud
         self.cloud = cloud
         self.offers: List[Offer] = list(offers or [])
         self.boot_observes = boot_observes
         self.gone_after = gone_after
-        self._caps = Capabilities(poll_interval_s=poll_interval_s, boot_timeout_s=boot_timeout_s)
+        self._caps = Capabilities(poll_interval_s=poll_interval_s, boot_timeout_s=boot_timeout_s,
+                                  readiness_poll_first_s=readiness_poll_first_s)
         self.rules: List[Rule] = []
         self.profiles: List[BootProfile] = []
         self.calls: collections.Counter = collections.Counter()

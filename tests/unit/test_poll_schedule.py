@@ -100,3 +100,22 @@ def test_a_launch_polls_a_boot_after_1_s_and_retries_a_refused_ssh_login_after_a
 
     assert out.state["kind"] == "Ready"
     assert w.clock.waits == [1.0, 0.25]   # one Pending listing, one refused login; not 10 s and 2 s
+
+
+def test_a_cloud_whose_instances_are_up_within_moments_gives_its_own_first_wait(tmp_path):
+    """readiness_poll_first_s (the local cloud's sshd listens milliseconds after create): both the boot poll
+    and the refused login are looked at again that soon, then back off as any other."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import SshNotReady
+    from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
+
+    p = ScriptedProvider("sim", [offer("sim", "r1")], poll_interval_s=10.0, readiness_poll_first_s=0.02)
+    w = World(tmp_path, [p])
+    refusals = iter([SshNotReady("connection refused")] * 30)
+    w.ssh.default = lambda endpoint: next(refusals, None)
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready"
+    boot, logins = w.clock.waits[0], w.clock.waits[1:]
+    assert boot == 0.02 and logins[0] == 0.02 and len(logins) == 30
+    assert logins == sorted(logins) and logins[-1] > 0.02   # backing off with the time already waited

@@ -414,7 +414,7 @@ def test_cleanup_refuses_while_an_own_instance_runs(root, provider, spec):
 def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_process_serving_the_folder(
         monkeypatch, root, provider, spec):
     """A running instance's pid file names its sshd: observe needs no scan of /proc for it. A pid file naming
-    a process that serves nothing of this folder (a stale pid, reused) is not believed: the scan decides."""
+    a process that started after the file was written (its pid reused) is not believed: the scan decides."""
     instance_id = _launch(provider, spec)
     folder = os.path.join(root, spec.vm_name, instance_id)
     _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
@@ -424,8 +424,39 @@ def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_proc
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and scans == []
     for name in ("instance.pid", "sshd.pid"):   # both now name this test's own process, which serves nothing
-        with open(os.path.join(folder, name), "w") as handle:
+        path = os.path.join(folder, name)
+        with open(path, "w") as handle:
             handle.write("%d\n" % os.getpid())
+        os.utime(path, (86400.0, 86400.0))   # written long before this process started: a reused pid
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and scans == [1]   # found by the scan, which the stale pids forced
-    _remove_all(root, spec)   # which checks that nothing is left
+    _remove_all(root, spec)   # which checks that nothing is left (and this process is still here to check)
+
+
+def test_the_process_create_spawned_is_live_and_stopped_whatever_its_command_line_shows(root, provider, spec):
+    """For a moment of its exec of sshd, the spawned process shows no command line, so no scan can tell it
+    is this instance's; the pid file, written after it started, does. observe counts it, delete stops it."""
+    offer = provider.plan(ResourceRequest(vm_name=spec.vm_name))[0]
+    provider.prepare(offer, spec)
+    instance_id = "local-" + uuid.uuid4().hex[:12]
+    folder = os.path.join(root, spec.vm_name, instance_id)
+    port = LocalProvider._free_port()
+    provider._write_record(folder, spec, instance_id, port)
+    provider._write_files(folder, spec, instance_id, port)
+    provider._mark_spawned(folder)
+    # Stands for that moment: a live process whose command line names no sshd_config.
+    spawned = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        provider._write_pid(folder, spawned.pid)
+        assert LocalProvider._processes(folder) == []
+        [seen] = _fresh(root).observe(LOC, spec.vm_name)
+        assert seen.status == Status.RUNNING and seen.instance_id == instance_id
+        _fresh(root).delete(LOC, spec.vm_name, [instance_id])
+        assert spawned.wait(timeout=10) == -signal.SIGTERM
+        assert _fresh(root).observe(LOC, spec.vm_name) == []
+        _fresh(root).cleanup(LOC, spec.vm_name)
+        assert not os.path.exists(folder)
+    finally:
+        if spawned.poll() is None:
+            spawned.kill()
+            spawned.wait()

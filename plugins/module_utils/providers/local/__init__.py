@@ -9,13 +9,13 @@ folder ``<root>/<vm name>/<instance id>/`` holding ``instance.json`` (its record
 with the journal id of the controller that made it), its host key, sshd_config,
 authorized_keys (the controller's key), the ``spawned`` marker, pid file and log.
 
-observe finds instances by those folders, and their processes by the pid files or,
-when these name no live process serving the folder, by a scan of /proc for the
-folder's sshd_config path. So it tells what exists at every point of an
-interrupted create, a crash before the pid reached a file included: a live process
-is Running; no process is Failed at once, "never started" before the ``spawned``
-marker and "started and died" after it. Nothing is ever Pending, so nothing waits
-on a grace period.
+observe finds instances by those folders, and their processes by the pid file of
+the process create spawned or, when it names none that lives, by a scan of /proc
+for the folder's sshd_config path. So it tells what exists at every point of an
+interrupted create, a crash before the pid reached its file included: a live
+process is Running; no process is Failed at once, "never started" before the
+``spawned`` marker and "started and died" after it. Nothing is ever Pending, so
+nothing waits on a grace period.
 """
 
 from __future__ import annotations
@@ -128,19 +128,30 @@ def _sshd_processes() -> List[Tuple[int, str]]:
     return found
 
 
-def _in_exec(pid: str) -> bool:
-    """Whether process ``pid`` is live, not a kernel thread, and shows no command line: one between the
-    start of an exec and its new command line (the kernel sets that up last), such as the launching
-    shell's child on its way to becoming sshd just after create returns."""
+def _spawned(folder: str) -> Optional[int]:
+    """The process create spawned for this instance, by the pid it wrote to ``instance.pid``, when that process
+    is still live (not a zombie, not a kernel thread); None otherwise.
+
+    It is that process only if it started no later than the file was written: a process cannot lose its
+    pid while it lives, so one that started afterwards merely reuses the number. Its command line is not
+    looked at: for a moment of its exec of sshd the kernel shows none, and no scan can tell it from another
+    process then."""
+    path = os.path.join(folder, "instance.pid")
     try:
-        with open("/proc/%s/cmdline" % pid, "rb") as handle:
-            if handle.read():
-                return False
-        with open("/proc/%s/stat" % pid, "rb") as handle:
+        with open(path, "rb") as handle:
+            pid = int(handle.read().strip() or 0)
+        written_ago = time.time() - os.stat(path).st_mtime
+        with open("/proc/%d/stat" % pid, "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_KTHREAD
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    if pid <= 0 or fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD:
+        return None
+    started_ago = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    # The start time counts in clock ticks and the uptime in hundredths: allow for that rounding.
+    return pid if started_ago >= written_ago - 0.05 else None
 
 
 class _ProcessScan:
@@ -323,8 +334,8 @@ class LocalProvider(TypedOptionsProvider):
         return pid
 
     def _write_pid(self, folder: str, pid: int) -> None:
-        """The usual answer to observe's question; a hint only, as delete and a missing or stale pid find the
-        processes in /proc."""
+        """The process create spawned, for observe and delete (``_spawned``); a scan of /proc finds the others,
+        and this one too where the file was never written."""
         with open(os.path.join(folder, "instance.pid"), "w") as handle:
             handle.write("%d\n" % pid)
 
@@ -364,24 +375,19 @@ class LocalProvider(TypedOptionsProvider):
     def _serving(cls, folder: str, scan: _ProcessScan) -> bool:
         """Whether a live process serves this instance.
 
-        The pid files (the launching shell's ``$!``, which becomes sshd, and sshd's own) name the usual one:
-        when one of them is a live process naming this folder's sshd_config, that is the answer, as the scan
-        would give it. So is the launching shell's child caught in its exec of sshd, which no scan could tell
-        from any other process (it shows no command line for that moment). Otherwise the scan decides: it
-        also finds a process whose pid reached no file."""
-        for name in ("instance.pid", "sshd.pid"):
-            try:
-                with open(os.path.join(folder, name), "rb") as handle:
-                    pid = str(int(handle.read().strip() or 0))
-            except (OSError, ValueError):
-                continue
-            if pid == "0":
-                continue
-            cmdline = _sshd_cmdline(pid)
-            if cmdline is not None and cls._names_config(cmdline, folder):
-                return True
-            if name == "instance.pid" and _in_exec(pid):
-                return True
+        The process create spawned (``_spawned``) is the usual one; next, the one sshd's own pid file names,
+        when it names this folder's sshd_config. Otherwise the scan decides: it also finds a process whose pid
+        reached no file (a create interrupted between its spawn and the write)."""
+        if _spawned(folder) is not None:
+            return True
+        try:
+            with open(os.path.join(folder, "sshd.pid"), "rb") as handle:
+                pid = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        cmdline = _sshd_cmdline(str(pid)) if pid > 0 else None
+        if cmdline is not None and cls._names_config(cmdline, folder):
+            return True
         return bool(cls._processes(folder, scan()))
 
     def _observed(self, folder: str, record: Dict[str, Any], scan: _ProcessScan) -> Optional[Observed]:
@@ -428,8 +434,10 @@ class LocalProvider(TypedOptionsProvider):
             # Two scans: a launching shell signalled in the first may have forked sshd just
             # before; the second sees that child (a shell with a pending signal forks no more).
             # The pid file's process, when it is still this instance's, is among those found.
+            # The process create spawned is signalled even while its exec hides its command line from a scan.
             for _scan in range(2):
-                for pid in self._processes(folder):
+                spawned = _spawned(folder)
+                for pid in sorted(set(self._processes(folder)) | ({spawned} if spawned else set())):
                     try:
                         os.kill(pid, signal.SIGTERM)
                     except ProcessLookupError:

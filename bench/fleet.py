@@ -2,7 +2,8 @@
 
 Measured in one run, on one machine, printed as a ratio (never asserted): each round provisions one
 `local` VM, then a fleet of 32 (one play, --forks 32), then tears both down, then the same fleet
-through a play of only the `vm` task; the medians are compared with the one VM's. The fleet's play
+through a play of only the `vm` task; the medians are compared with the one VM's. For reference it
+also runs a play of one debug task on one host and on the fleet: Ansible's own cost per host. The fleet's play
 does what one VM's does, per VM, at once: the gap between the two fleet rows is what the play adds
 per host beyond the `vm` action's own work (on few cores the vm task's own row is CPU-bound).
 
@@ -69,11 +70,17 @@ def _playbook(home: pathlib.Path, playbook: str, *args: str) -> float:
 def bench_fleet(rounds: int, size: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = pathlib.Path(tmp)
-        singles, fleets, vm_tasks = [], [], []
+        singles, fleets, vm_tasks, floors = [], [], [], {"one": [], "fleet": []}
         cpu = {"one": ([], []), "fleet": ([], [])}   # (controller, local VMs) CPU seconds per round
         vm_only = home / "vm_only.yml"
         vm_only.write_text("- hosts: gpuprov_vms\n  gather_facts: false\n  tasks:\n"
                            "    - gpuprov.cloud.vm: {name: '{{ inventory_hostname }}'}\n")
+        # Ansible's own cost of one task a host, gpuprov aside: what a fleet's play pays per VM at the least.
+        floor = home / "floor.yml"
+        floor.write_text("- hosts: gpuprov_vms\n  gather_facts: false\n  tasks:\n"
+                         "    - ansible.builtin.debug: {msg: '{{ inventory_hostname }}'}\n")
+        one_host = home / "one_host.yml"
+        one_host.write_text("gpuprov_vms:\n  hosts:\n    bench-floor:\n")
         for index in range(rounds):
             single = "bench-one%d" % index
             fleet = home / ("fleet%d.yml" % index)
@@ -88,6 +95,8 @@ def bench_fleet(rounds: int, size: int) -> None:
             finally:   # the local cloud's VMs are sshd processes: never leave them running
                 _playbook(home, "down", "-e", "vm=%s" % single)
                 _playbook(home, "down", "-i", str(fleet), "--forks", str(size))
+            floors["one"].append(_playbook(home, str(floor), "-i", str(one_host)))
+            floors["fleet"].append(_playbook(home, str(floor), "-i", str(fleet), "--forks", str(size)))
             try:
                 vm_tasks.append(_playbook(home, str(vm_only), "-i", str(fleet), "--forks", str(size)))
             finally:
@@ -98,6 +107,9 @@ def bench_fleet(rounds: int, size: int) -> None:
             size, size, many, many / one))
         print("a play of only the vm task, %d VMs:         median %.3f s  ratio %.2fx  (the play adds %.3f s)" % (
             size, bare, bare / one, many - bare))
+        floor_one, floor_many = statistics.median(floors["one"]), statistics.median(floors["fleet"])
+        print("Ansible alone, one debug task, 1 vs %d hosts: median %.3f s vs %.3f s  (%d hosts add %.3f s)" % (
+            size, floor_one, floor_many, size - 1, floor_many - floor_one))
         for row, count in (("one", 1), ("fleet", size)):
             controller, vms = (statistics.median(values) for values in cpu[row])
             print("CPU of the provision, %2d VM(s): controller %.2f s, the local VMs' sshd %.2f s (%.0f%%)" % (

@@ -233,9 +233,9 @@ def test_sshd_started_but_pid_unrecorded_is_running_and_delete_stops_it(monkeypa
     assert fresh.observe(LOC, spec.vm_name) == []
 
 
-def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
-    """Between fork and exec only the launching shell names the config: it is already live,
-    and delete stops it before it becomes sshd."""
+def _spawned_without_a_process(root, provider, spec):
+    """(instance id, folder) of an instance that create took up to its spawn: record, files and the spawned
+    marker, and no process yet (the test starts one of its own)."""
     offer = provider.plan(ResourceRequest(vm_name=spec.vm_name))[0]
     provider.prepare(offer, spec)
     instance_id = "local-" + uuid.uuid4().hex[:12]
@@ -244,6 +244,13 @@ def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
     provider._write_record(folder, spec, instance_id, port)
     provider._write_files(folder, spec, instance_id, port)
     provider._mark_spawned(folder)
+    return instance_id, folder
+
+
+def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
+    """Between fork and exec only the launching shell names the config: it is already live,
+    and delete stops it before it becomes sshd."""
+    instance_id, folder = _spawned_without_a_process(root, provider, spec)
     slow = subprocess.Popen(  # a launcher that takes its time before exec-ing sshd
         ["/bin/sh", "-c", 'echo started; sleep 2; exec "$0" -D -f "$1" -E "$2" >/dev/null', "/usr/sbin/sshd",
          os.path.join(folder, "sshd_config"), os.path.join(folder, "sshd.log")],
@@ -436,14 +443,7 @@ def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_proc
 def test_the_process_create_spawned_is_live_and_stopped_whatever_its_command_line_shows(root, provider, spec):
     """For a moment of its exec of sshd, the spawned process shows no command line, so no scan can tell it
     is this instance's; the pid file, written after it started, does. observe counts it, delete stops it."""
-    offer = provider.plan(ResourceRequest(vm_name=spec.vm_name))[0]
-    provider.prepare(offer, spec)
-    instance_id = "local-" + uuid.uuid4().hex[:12]
-    folder = os.path.join(root, spec.vm_name, instance_id)
-    port = LocalProvider._free_port()
-    provider._write_record(folder, spec, instance_id, port)
-    provider._write_files(folder, spec, instance_id, port)
-    provider._mark_spawned(folder)
+    instance_id, folder = _spawned_without_a_process(root, provider, spec)
     # Stands for that moment: a live process whose command line names no sshd_config.
     spawned = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:

@@ -421,7 +421,7 @@ def test_cleanup_refuses_while_an_own_instance_runs(root, provider, spec):
 def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_process_serving_the_folder(
         monkeypatch, root, provider, spec):
     """A running instance's pid file names its sshd: observe needs no scan of /proc for it. A pid file naming
-    a process that started after the file was written (its pid reused) is not believed: the scan decides."""
+    a process that did not start when the recorded one did (its pid reused) is not believed: the scan decides."""
     instance_id = _launch(provider, spec)
     folder = os.path.join(root, spec.vm_name, instance_id)
     _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
@@ -431,10 +431,9 @@ def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_proc
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and scans == []
     for name in ("instance.pid", "sshd.pid"):   # both now name this test's own process, which serves nothing
-        path = os.path.join(folder, name)
-        with open(path, "w") as handle:
+        with open(os.path.join(folder, name), "w") as handle:
             handle.write("%d\n" % os.getpid())
-        os.utime(path, (86400.0, 86400.0))   # written long before this process started: a reused pid
+    # instance.start still holds sshd's start: this process, which started before, is a reused pid.
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and scans == [1]   # found by the scan, which the stale pids forced
     _remove_all(root, spec)   # which checks that nothing is left (and this process is still here to check)
@@ -460,3 +459,16 @@ def test_the_process_create_spawned_is_live_and_stopped_whatever_its_command_lin
         if spawned.poll() is None:
             spawned.kill()
             spawned.wait()
+
+
+def test_an_instance_without_a_recorded_start_is_found_as_before(root, provider, spec):
+    """An instance an older version made (a pid file, no start file) is found by its sshd's pid file or the
+    scan, and torn down as any other."""
+    instance_id = _launch(provider, spec)
+    folder = os.path.join(root, spec.vm_name, instance_id)
+    _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
+    os.unlink(os.path.join(folder, "instance.start"))
+    assert local_mod._spawned(folder) is None
+    [seen] = _fresh(root).observe(LOC, spec.vm_name)
+    assert seen.status == Status.RUNNING and seen.instance_id == instance_id
+    _remove_all(root, spec)

@@ -7,7 +7,8 @@ No image, no credentials, no root needed (as root, sshd needs its privilege
 separation directory, which prepare creates). Every instance has its own state
 folder ``<root>/<vm name>/<instance id>/`` holding ``instance.json`` (its record,
 with the journal id of the controller that made it), its host key, sshd_config,
-authorized_keys (the controller's key), the ``spawned`` marker, pid file and log.
+authorized_keys (the controller's key), the ``spawned`` marker, the pid and start
+time of the process create spawned, and the log.
 
 observe finds instances by those folders, and their processes by the pid file of
 the process create spawned or, when it names none that lives, by a scan of /proc
@@ -92,10 +93,6 @@ def _touch(path: str) -> None:
         pass
 
 
-# /proc/<pid>/stat's flag of a kernel thread (which has no command line either).
-_PF_KTHREAD = 0x00200000
-
-
 def _sshd_cmdline(pid: str) -> Optional[str]:
     """The command line of process ``pid`` when it is live (not a zombie), names an sshd_config and is not
     sshd's config test (``-t``: it checks a config, it does not serve it); None otherwise, or when it is gone
@@ -128,30 +125,40 @@ def _sshd_processes() -> List[Tuple[int, str]]:
     return found
 
 
-def _spawned(folder: str) -> Optional[int]:
-    """The process create spawned for this instance, by the pid it wrote to ``instance.pid``, when that process
-    is still live (not a zombie, not a kernel thread); None otherwise.
+def _boot_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        return handle.read().strip()
 
-    It is that process only if it started no later than the file was written: a process cannot lose its
-    pid while it lives, so one that started afterwards merely reuses the number. Its command line is not
-    looked at: for a moment of its exec of sshd the kernel shows none, and no scan can tell it from another
-    process then."""
-    path = os.path.join(folder, "instance.pid")
+
+def _stat_of(pid: int) -> Optional[Tuple[bytes, int]]:
+    """(state letter, start time in clock ticks since boot) of process ``pid``; None when it is gone."""
     try:
-        with open(path, "rb") as handle:
-            pid = int(handle.read().strip() or 0)
-        written_ago = time.time() - os.stat(path).st_mtime
         with open("/proc/%d/stat" % pid, "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-        with open("/proc/uptime", "rb") as handle:
-            uptime = float(handle.read().split()[0])
+        return fields[0], int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
-    if pid <= 0 or fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD:
+
+
+def _spawned(folder: str) -> Optional[int]:
+    """The process create spawned for this instance, when it still lives (not a zombie); None otherwise.
+
+    It is known by its pid (``instance.pid``) and its start time (``instance.start``: the boot and the clock
+    tick it started at), so a later process that reuses the pid is never taken for it. Its command line is
+    not looked at: for a moment of its exec of sshd the kernel shows none, and no scan can tell it from
+    another process then."""
+    try:
+        with open(os.path.join(folder, "instance.pid"), "rb") as handle:
+            pid = int(handle.read().strip() or 0)
+        with open(os.path.join(folder, "instance.start")) as handle:
+            boot_id, ticks = handle.read().split()
+        same_boot = boot_id == _boot_id()
+    except (OSError, ValueError):
+        return None   # no start recorded (a create interrupted before it, or an older version): the scan decides
+    found = _stat_of(pid) if pid > 0 and same_boot else None
+    if found is None or found[0] in (b"Z", b"X") or str(found[1]) != ticks:
         return None
-    started_ago = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    # The start time counts in clock ticks and the uptime in hundredths: allow for that rounding.
-    return pid if started_ago >= written_ago - 0.05 else None
+    return pid
 
 
 class _ProcessScan:
@@ -334,10 +341,14 @@ class LocalProvider(TypedOptionsProvider):
         return pid
 
     def _write_pid(self, folder: str, pid: int) -> None:
-        """The process create spawned, for observe and delete (``_spawned``); a scan of /proc finds the others,
-        and this one too where the file was never written."""
+        """The process create spawned, by pid and start time, for observe and delete (``_spawned``); a scan of
+        /proc finds the others, and this one too where the files were never written."""
         with open(os.path.join(folder, "instance.pid"), "w") as handle:
             handle.write("%d\n" % pid)
+        found = _stat_of(pid)
+        if found is not None:   # else it is gone already: nothing to know it by
+            with open(os.path.join(folder, "instance.start"), "w") as handle:
+                handle.write("%s %d\n" % (_boot_id(), found[1]))
 
     # -- primitives ------------------------------------------------------------------
     def plan(self, request: ResourceRequest) -> List[Offer]:

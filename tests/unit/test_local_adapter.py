@@ -66,9 +66,19 @@ def spec():
 
 
 def _processes_under(root):
-    """pids of every live process whose command line names an sshd_config under ``root``."""
+    """pids of every live process whose command line names an sshd_config under ``root``, and of every process
+    an instance there recorded as spawned (one on its way out shows no command line, and is still live)."""
     marker = root + os.sep
-    return sorted(pid for pid, cmdline in local_mod._sshd_processes() if marker in cmdline)
+    found = {pid for pid, cmdline in local_mod._sshd_processes() if marker in cmdline}
+    for vm_dir in (os.path.join(root, name) for name in (os.listdir(root) if os.path.isdir(root) else [])):
+        for folder in (os.path.join(vm_dir, name) for name in (os.listdir(vm_dir) if os.path.isdir(vm_dir) else [])):
+            found.add(local_mod._spawned(folder))
+    return sorted(found - {None})
+
+
+def _exited(folder):
+    """No process serves the instance folder any more, by the scan or as the process it recorded."""
+    return not LocalProvider._processes(folder) and local_mod._spawned(folder) is None
 
 
 def _kill_everything_under(root):
@@ -229,7 +239,7 @@ def test_sshd_started_but_pid_unrecorded_is_running_and_delete_stops_it(monkeypa
     [seen] = fresh.observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and seen.usable
     fresh.delete(LOC, spec.vm_name, [seen.instance_id])
-    _wait_for(lambda: not LocalProvider._processes(folder), "sshd to exit after delete")
+    _wait_for(lambda: _exited(folder), "sshd to exit after delete")
     assert fresh.observe(LOC, spec.vm_name) == []
 
 
@@ -279,7 +289,7 @@ def test_sshd_that_started_and_died_is_failed_with_its_log(root, provider, spec)
     _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
     for pid in LocalProvider._processes(folder):
         os.kill(pid, signal.SIGKILL)
-    _wait_for(lambda: not LocalProvider._processes(folder), "sshd to die")
+    _wait_for(lambda: _exited(folder), "sshd to die")
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.FAILED and seen.reason.startswith("sshd is not running: ")
     assert "Server listening" in seen.reason
@@ -342,7 +352,7 @@ def test_crash_inside_delete_before_the_mark(monkeypatch, root, provider, spec):
     with pytest.raises(Crash):
         provider.delete(LOC, spec.vm_name, [instance_id])
     monkeypatch.undo()
-    _wait_for(lambda: not LocalProvider._processes(folder), "the signalled sshd to exit")
+    _wait_for(lambda: _exited(folder), "the signalled sshd to exit")
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.FAILED   # signalled and gone, not marked: delete it again
     _remove_all(root, spec)
@@ -362,7 +372,7 @@ def test_delete_stops_every_process_of_the_instance_not_only_the_recorded_pid(ro
     with open(os.path.join(folder, "instance.pid"), "w") as handle:
         handle.write("1\n")   # a stale hint naming an unrelated process
     provider.delete(LOC, spec.vm_name, [instance_id])
-    _wait_for(lambda: not LocalProvider._processes(folder), "sshd to exit")
+    _wait_for(lambda: _exited(folder), "sshd to exit")
     assert os.path.exists("/proc/1")
 
 
@@ -399,7 +409,7 @@ def test_cleanup_never_removes_another_journals_instance(root, provider, spec):
     _wait_for(lambda: len(_processes_under(root)) == 1, "their second sshd to exit")
     mine = _launch(provider, spec)
     provider.delete(LOC, spec.vm_name, [mine])
-    _wait_for(lambda: not LocalProvider._processes(os.path.join(root, spec.vm_name, mine)), "my sshd to exit")
+    _wait_for(lambda: _exited(os.path.join(root, spec.vm_name, mine)), "my sshd to exit")
     provider.cleanup(LOC, spec.vm_name)   # their running instance does not make it busy
     left = sorted(os.listdir(os.path.join(root, spec.vm_name)))
     assert left == sorted([their_running, their_deleted])

@@ -22,6 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, InstanceSpec, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import _spawned as local_spawned
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness
 
@@ -102,7 +103,9 @@ class LocalHarness(Harness):
         """delete sends SIGTERM and returns; wait (bounded) for that sshd to exit."""
         folders = [f for f in self._folders() if os.path.basename(f) == instance_id]
         for _attempt in range(500):
-            if not any(LocalProvider._processes(folder) for folder in folders):
+            # Gone from the scan and as the process the instance recorded (one on its way out shows no command
+            # line, yet lives until it is a zombie).
+            if not any(LocalProvider._processes(folder) or local_spawned(folder) for folder in folders):
                 return
             time.sleep(0.01)
         raise AssertionError("sshd of %s did not exit after SIGTERM" % instance_id)

@@ -103,13 +103,13 @@ def _sshd_cmdline(pid: str) -> Optional[str]:
     try:
         with open("/proc/%s/cmdline" % pid, "rb") as handle:
             raw = handle.read()
-        if b"sshd_config" not in raw:
-            return None
-        with open("/proc/%s/stat" % pid, "rb") as handle:
-            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                return None
-    except (OSError, IndexError):
+    except OSError:
         return None  # gone meanwhile, or not ours to read
+    if b"sshd_config" not in raw:
+        return None
+    found = _stat_of(int(pid))
+    if found is None or found[0] == b"Z":
+        return None
     argv = raw.decode(errors="replace").split("\0")
     return None if "-t" in argv else " ".join(argv)
 
@@ -444,8 +444,7 @@ class LocalProvider(TypedOptionsProvider):
                 continue  # unknown or already cleaned up: success
             # Two scans: a launching shell signalled in the first may have forked sshd just
             # before; the second sees that child (a shell with a pending signal forks no more).
-            # The pid file's process, when it is still this instance's, is among those found.
-            # The process create spawned is signalled even while its exec hides its command line from a scan.
+            # The process create spawned is signalled too, even while its exec hides its command line.
             for _scan in range(2):
                 spawned = _spawned(folder)
                 for pid in sorted(set(self._processes(folder)) | ({spawned} if spawned else set())):

@@ -21,8 +21,9 @@ import sys
 
 import pytest
 
-# The site is built once, into one folder of the repository: under pytest-xdist (make test) these tests run on
-# one worker, so two builds never write build/docs at once.
+# The site is built once, into one folder of the repository, and one browser reads it: session fixtures, since
+# under pytest-xdist (make test) these tests run on one worker, where tests of other modules may come between
+# them (module fixtures would build the site and start a browser again); two builds never write build/docs at once.
 pytestmark = pytest.mark.xdist_group("docs")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -47,18 +48,23 @@ def find_chromium():
 class Browser:
     """Headless Chromium, spoken to over the DevTools protocol on fds 3 (commands) and 4 (replies, events)."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, log):
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
+        # A profile of its own (next to its log): never the user's, nor one a browser still running holds.
         argv = [binary, "--headless", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
-                "--no-first-run", "--hide-scrollbars", "about:blank"]
+                "--no-first-run", "--hide-scrollbars", "--user-data-dir=%s" % log.with_suffix(".profile"),
+                "about:blank"]
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium's sandbox refuses to run as root
         # bash (sh may not take fds above 9) puts the pipe ends where --remote-debugging-pipe expects them:
         # fd 3 in, fd 4 out.
         redirect = 'exec "$0" "$@" 3<&%d 4>&%d' % (to_chrome_r, from_chrome_w)
-        self.proc = subprocess.Popen(["bash", "-c", redirect, *argv], pass_fds=(to_chrome_r, from_chrome_w),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Chromium's log goes to a file, not a pipe: a pipe nobody reads while pages load fills up and stops it.
+        self._log = log
+        with open(log, "wb") as stderr:
+            self.proc = subprocess.Popen(["bash", "-c", redirect, *argv], pass_fds=(to_chrome_r, from_chrome_w),
+                                         stdout=subprocess.DEVNULL, stderr=stderr)
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
@@ -75,7 +81,9 @@ class Browser:
             ready = select.select([self._from_chrome], [], [], BROWSER_GUARD_S)[0]
             chunk = os.read(self._from_chrome, 1 << 20) if ready else b""
             if not chunk:
-                raise AssertionError("chromium stopped answering: %s" % self.stderr_tail())
+                raise AssertionError("chromium stopped answering (%s); the last of %d events: %s; its log ends: %s"
+                                     % ("still running" if self.proc.poll() is None else "exit %s" % self.proc.returncode,
+                                        len(self._events), self._events[-5:], self.log_tail()))
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
@@ -97,7 +105,9 @@ class Browser:
         """Navigate to ``path`` and return once that page has loaded: its load event is the first after the
         main frame navigated to it (a late load event of the blank page the browser started on does not count)."""
         self._events.clear()
-        self.call("Page.navigate", session=True, url=path.as_uri())
+        navigation = self.call("Page.navigate", session=True, url=path.as_uri())
+        # A navigation that failed (a missing file) loads an error page instead: say so, not wait for ours.
+        assert not navigation.get("errorText"), "%s: %s" % (path, navigation["errorText"])
         while not self._loaded(path.as_uri()):
             self._events.append(self._read_message())
 
@@ -122,27 +132,24 @@ class Browser:
         path.write_bytes(data)
         return data
 
-    def stderr_tail(self):
-        if self.proc.poll() is None:
-            return "(still running)"
-        return self.proc.stderr.read().decode(errors="replace")[-2000:]
+    def log_tail(self):
+        return pathlib.Path(self._log).read_bytes()[-2000:].decode(errors="replace")
 
     def close(self):
         os.close(self._to_chrome)
         os.close(self._from_chrome)
         self.proc.terminate()
         self.proc.wait()
-        self.proc.stderr.close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    chrome = Browser(find_chromium())
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    chrome = Browser(find_chromium(), tmp_path_factory.mktemp("chromium") / "chromium.log")
     yield chrome
     chrome.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site():
     result = subprocess.run([sys.executable, str(REPO / "docs" / "site" / "build.py"), "--dest", str(DEST)],
                             capture_output=True, text=True, check=False)
@@ -150,7 +157,7 @@ def site():
     return DEST / "html"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vm_doc():
     result = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-doc"), "--json", "gpuprov.cloud.vm"],
                             capture_output=True, text=True, check=False,

@@ -908,6 +908,18 @@ options:
             description: 'OS image type (or image id) of new instances. Unset: V(ubuntu-24.04-cuda-12.8-open-docker)
               where the instance type supports it, otherwise the first image the instance type lists as supported.'
             type: str
+          os_volume_on_delete:
+            description: 'What becomes of an instance''s OS volume when the collection deletes the instance
+              (C(down), a failed offer, a sweep). V(delete_permanently): it is deleted with the instance,
+              as the boot disk is on the other clouds, and nothing of the VM is left on the account. V(move_to_trash):
+              Verda''s own default, the volume goes to the account''s trash, where Verda keeps it for 96 hours
+              (it can be restored from there). A spot instance that Verda discontinues takes its OS volume
+              with it either way.'
+            type: str
+            choices:
+            - delete_permanently
+            - move_to_trash
+            default: delete_permanently
           os_volume_size_gb:
             description:
             - Size of the OS volume in GB.

@@ -13,7 +13,10 @@ deprecated alias), ``/scripts`` (paged: ``page``, ``pageSize`` 10 unless asked, 
 
 Lifecycle: a new instance reads ``ordered``, then ``provisioning``, then ``running`` with
 an ``ip`` once ``boot_polls`` reads have happened; a deleted one reads ``deleting`` for
-``boot_polls`` reads, then is gone (its OS volume with it). Verda reports only an IP
+``boot_polls`` reads, then is gone. Its OS volume goes with it: into the trash (``GET
+/volumes/trash``, where Verda keeps it 96 hours) unless the delete named it in ``volume_ids``
+with ``delete_permanently``; a delete whose ``volume_ids`` leave it out leaves it detached.
+Verda reports only an IP
 (the port is the image's), so each running instance gets its own loopback address
 ``127.0.0.N`` with a forwarder on the fake's one ``ssh_port`` to a real sshd (the local
 cloud's machinery) that authorises the instance's registered keys.
@@ -97,6 +100,7 @@ class VerdaApiFake(MarketplaceFake):
         self.ssh_keys: Dict[str, Dict[str, Any]] = {}
         self.scripts: Dict[str, Dict[str, Any]] = {}
         self.volumes: Dict[str, Dict[str, Any]] = {}
+        self.trash: Dict[str, Dict[str, Any]] = {}   # deleted volumes, not (yet) purged
         self.tokens_issued = 0
         self.refresh_tokens: Set[str] = set()
         self.no_capacity_next = 0      # accepted creates that then read status no_capacity
@@ -174,7 +178,8 @@ class VerdaApiFake(MarketplaceFake):
     def resources(self) -> Set[str]:
         with self.lock:
             return ({"instance:%s" % i for i in self.instances} | {"sshkey:%s" % k for k in self.ssh_keys}
-                    | {"script:%s" % s for s in self.scripts} | {"volume:%s" % v for v in self.volumes})
+                    | {"script:%s" % s for s in self.scripts} | {"volume:%s" % v for v in self.volumes}
+                    | {"trash:%s" % v for v in self.trash})
 
     def stop(self) -> None:
         super().stop()
@@ -200,8 +205,16 @@ class VerdaApiFake(MarketplaceFake):
 
     def _gone(self, inst: Dict[str, Any]) -> None:
         self.instances.pop(inst["id"], None)
-        if inst.get("_delete_os_volume", True):
-            self.volumes.pop(inst["os_volume_id"], None)
+        volume = self.volumes.get(inst["os_volume_id"])
+        if volume is None:
+            return
+        if inst.get("_os_volume_fate", "trash") == "kept":
+            volume.update(status="detached", instance_id=None)
+            return
+        del self.volumes[inst["os_volume_id"]]
+        if inst.get("_os_volume_fate", "trash") == "trash":
+            self.trash[volume["id"]] = dict(volume, status="deleted", instance_id=None,
+                                            deleted_at=datetime.datetime.now(datetime.timezone.utc).isoformat())
 
     def _stop_machine(self, instance_id: str) -> None:
         forwarder = self._forwarders.pop(instance_id, None)
@@ -269,6 +282,10 @@ class VerdaApiFake(MarketplaceFake):
     @staticmethod
     def _tagged(inst: Dict[str, Any], tag: List[str]) -> bool:
         return any(t["key"] == tag[0].lower() and (len(tag) == 1 or t["value"] == tag[1]) for t in inst["tags"])
+
+    @route("GET", r"/v1/volumes/trash", key="volumes.trash")
+    def list_trash(self, req) -> Reply:
+        return Reply(200, [dict(v) for v in self.trash.values()])
 
     @route("GET", r"/v1/instances/(?P<id>[^/]+)", key="instances.get")
     def get_instance(self, req) -> Reply:
@@ -373,8 +390,10 @@ class VerdaApiFake(MarketplaceFake):
             if body["action"] in ("delete", "discontinue"):
                 if inst["status"] != "deleting":
                     inst["status"], inst["_reads"], inst["ip"] = "deleting", 0, None
-                    inst["_delete_os_volume"] = body.get("volume_ids") is None or inst["os_volume_id"] in (
+                    named = body.get("volume_ids") is None or inst["os_volume_id"] in (body.get("volume_ids") or [])
+                    permanently = body.get("delete_permanently") is True and inst["os_volume_id"] in (
                         body.get("volume_ids") or [])
+                    inst["_os_volume_fate"] = "purged" if permanently else "trash" if named else "kept"
                     self._stop_machine(instance_id)
             results.append({"action": body["action"], "instanceId": instance_id, "status": "success"})
         return Reply(207 if any(r["status"] == "error" for r in results) else 202, results)

@@ -267,6 +267,47 @@ def test_delete_reads_per_instance_results(fake):
     assert body == {"id": ["a"], "action": "delete"}
 
 
+def _deleted_to_the_end(fake, provider, spec):
+    """Launch, delete through the adapter, let Verda finish: (the instance's OS volume id, the delete's body)."""
+    _offer, _prepared, instance_id = _launch(provider, ResourceRequest(vm_name=spec.vm_name, gpu="H100"), spec)
+    volume = fake.instances[instance_id]["os_volume_id"]
+    provider.delete(Location("verda", "FIN-01"), spec.vm_name, [instance_id])
+    fake.finish_delete(instance_id)
+    assert provider.observe(Location("verda", "FIN-01"), spec.vm_name) == []
+    provider.cleanup(Location("verda", "FIN-01"), spec.vm_name)
+    return volume, fake.calls_of("instances.action")[-1][4]
+
+
+def test_delete_takes_the_os_volume_with_it_not_to_the_trash(fake):
+    """By default nothing of the VM is left on the account: the OS volume is named in the delete, permanently."""
+    volume, body = _deleted_to_the_end(fake, _provider(fake), _spec())
+    assert body == {"id": [body["id"][0]], "action": "delete", "volume_ids": [volume], "delete_permanently": True}
+    assert fake.resources() == set()
+
+
+def test_delete_leaves_the_os_volume_in_the_trash_when_told(fake):
+    volume, body = _deleted_to_the_end(fake, _provider(fake, os_volume_on_delete="move_to_trash"), _spec())
+    assert body == {"id": [body["id"][0]], "action": "delete"}
+    assert fake.resources() == {"trash:%s" % volume}
+
+
+def test_delete_of_an_instance_no_longer_listed_or_already_deleting_is_sent_as_it_was(fake):
+    """An id Verda no longer lists is asked plainly (its answer says whether it is gone); one already deleting had
+    its volume named by the delete that started it."""
+    provider = _provider(fake)
+    provider.delete(Location("verda", "FIN-01"), "unit-verda", ["gone-id"])
+    assert fake.calls_of("instances.action")[-1][4] == {"id": ["gone-id"], "action": "delete"}
+    _offer, _prepared, instance_id = _launch(provider, ResourceRequest(vm_name="unit-verda", gpu="H100"), _spec())
+    volume = fake.instances[instance_id]["os_volume_id"]
+    provider.delete(Location("verda", "FIN-01"), "unit-verda", [instance_id])
+    provider.delete(Location("verda", "FIN-01"), "unit-verda", [instance_id])   # a re-run while it is deleting
+    assert [c[4] for c in fake.calls_of("instances.action")[-2:]] == [
+        {"id": [instance_id], "action": "delete", "volume_ids": [volume], "delete_permanently": True},
+        {"id": [instance_id], "action": "delete"}]
+    fake.finish_delete(instance_id)
+    assert not fake.trash and volume not in fake.volumes
+
+
 def test_cleanup_takes_only_this_vm_and_journal(fake):
     provider, other = _provider(fake), _provider(fake, journal_id="other-journal")
     offer = provider.plan(ResourceRequest(vm_name="unit-verda", gpu="H100"))[0]

@@ -125,7 +125,31 @@ def test_create_answers_plain_text_and_the_instance_boots_and_goes(fake):
     assert _call(fake, "PUT", "/instances", token, json={"id": [instance_id], "action": "delete"}).status_code == 202
     reads = [_call(fake, "GET", "/instances", token).json() for _read in range(3)]
     assert reads[0][0]["status"] == "deleting" and reads[-1] == []
-    assert fake.resources() == {"sshkey:%s" % key_id.text}
+    # Verda's default: the OS volume goes to the trash with the instance.
+    trash = _call(fake, "GET", "/volumes/trash", token).json()
+    assert [(v["id"], v["status"]) for v in trash] == [(inst["os_volume_id"], "deleted")] and trash[0]["deleted_at"]
+    assert fake.resources() == {"sshkey:%s" % key_id.text, "trash:%s" % inst["os_volume_id"]}
+
+
+@pytest.mark.parametrize("volume_ids, permanently, fate", [
+    ("os", True, "purged"), ("os", False, "trash"), ("none", True, "kept"), (None, True, "trash")])
+def test_the_os_volume_is_purged_trashed_or_kept_as_the_delete_says(fake, volume_ids, permanently, fate):
+    """delete_permanently applies to the volumes named in volume_ids; volume_ids that leave the OS volume out keep
+    it (detached); no volume_ids at all trash it."""
+    token = _token(fake)
+    instance_id = _call(fake, "POST", "/instances", token, json={
+        "instance_type": "1H100.80S.30V", "image": "ubuntu-24.04-cuda-12.8-open-docker", "hostname": "h",
+        "description": "d", "location_code": "FIN-01"}).text
+    volume = _call(fake, "GET", "/instances/" + instance_id, token).json()["os_volume_id"]
+    body = {"id": [instance_id], "action": "delete", "delete_permanently": permanently}
+    if volume_ids is not None:
+        body["volume_ids"] = [volume] if volume_ids == "os" else []
+    assert _call(fake, "PUT", "/instances", token, json=body).status_code == 202
+    fake.finish_delete(instance_id)
+    expected = {"purged": set(), "trash": {"trash:%s" % volume}, "kept": {"volume:%s" % volume}}[fate]
+    assert fake.resources() == expected
+    assert [v["id"] for v in _call(fake, "GET", "/volumes/trash", token).json()] == (
+        [volume] if fate == "trash" else [])
 
 
 def test_capacity_and_unknown_ids_are_refused_as_verda_does(fake):

@@ -34,6 +34,13 @@ OPTIONS = dict(
             "OS image type (or image id) of new instances. Unset: V(%s) where the instance type supports it, "
             "otherwise the first image the instance type lists as supported." % DEFAULT_IMAGE)),
     os_volume_size_gb=dict(type="int", default=100, minimum=1, description="Size of the OS volume in GB."),
+    os_volume_on_delete=dict(
+        type="str", default="delete_permanently", choices=["delete_permanently", "move_to_trash"], description=(
+            "What becomes of an instance's OS volume when the collection deletes the instance (C(down), a failed "
+            "offer, a sweep). V(delete_permanently): it is deleted with the instance, as the boot disk is on the "
+            "other clouds, and nothing of the VM is left on the account. V(move_to_trash): Verda's own default, "
+            "the volume goes to the account's trash, where Verda keeps it for 96 hours (it can be restored from "
+            "there). A spot instance that Verda discontinues takes its OS volume with it either way.")),
     ssh_user=dict(
         type="str", default="root",
         description="The image's login user that the registered SSH key authorises (Verda's images log in as "

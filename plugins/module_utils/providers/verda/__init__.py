@@ -24,8 +24,12 @@ the deprecated ``/sshkeys`` and ``isSpot`` spellings):
 * create: one ``POST /instances`` (hostname = the VM name, description and ``tags`` = the
   identity, ``startup_script_id``); Verda answers the new id as plain text.
 * observe: ``GET /instances``, kept by hostname, location and an identity description.
-* delete: ``PUT /instances {"id": [id], "action": "delete"}`` per id (the OS volume
-  goes with it: the API's default when no ``volume_ids`` are named).
+* delete: ``PUT /instances {"id": [id], "action": "delete"}`` per id, after one ``GET
+  /instances`` for each instance's ``os_volume_id``. With ``os_volume_on_delete:
+  delete_permanently`` (the default) the body adds ``"volume_ids": [os_volume_id],
+  "delete_permanently": true``, so the OS volume is deleted with the instance; without
+  them (``move_to_trash``, or an instance no longer listed) Verda moves it to the trash,
+  where it stays 96 hours.
 * cleanup: ``DELETE /ssh-keys/{id}`` and ``DELETE /scripts/{id}`` of this VM's and this
   journal's names.
 
@@ -314,9 +318,15 @@ class VerdaProvider(TypedOptionsProvider):
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.verda.owned import list_owned
         return list_owned(self, location)
 
-    def _delete_one(self, instance_id: str) -> None:
+    def _delete_one(self, instance_id: str, listed: Optional[Dict[str, Any]]) -> None:
+        body = {"id": [instance_id], "action": "delete"}
+        volume = (listed or {}).get("os_volume_id")
+        # An instance already deleting had its volume named when its delete was sent: resent as it is.
+        if volume and self.options["os_volume_on_delete"] == "delete_permanently" and (
+                listed or {}).get("status") != "deleting":
+            body.update(volume_ids=[str(volume)], delete_permanently=True)
         try:
-            results = self._api().put("instances", json={"id": [instance_id], "action": "delete"})
+            results = self._api().put("instances", json=body)
         except RestError as err:
             if err.status == 404 or err.code == "not_found" or GONE_MESSAGE.search(err.msg):
                 return  # already gone
@@ -332,9 +342,14 @@ class VerdaProvider(TypedOptionsProvider):
 
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
         validate_vm_name(vm_name)
+        wanted = [str(i) for i in instance_ids if i]
+        if not wanted:
+            return
+        # The OS volume of each (deleted with it, not trashed, unless the options say so); one listing for all.
+        listed = {str(inst.get("id")): inst for inst in self._list("instances")}
         # One call per id: Verda refuses a whole batch for one unknown id ("Invalid instance id").
-        for instance_id in [i for i in instance_ids if i]:
-            self._delete_one(str(instance_id))
+        for instance_id in wanted:
+            self._delete_one(instance_id, listed.get(instance_id))
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         vm = validate_vm_name(vm_name)

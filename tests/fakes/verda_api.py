@@ -16,8 +16,7 @@ an ``ip`` once ``boot_polls`` reads have happened; a deleted one reads ``deletin
 ``boot_polls`` reads, then is gone. Its OS volume goes with it: into the trash (``GET
 /volumes/trash``, where Verda keeps it 96 hours) unless the delete named it in ``volume_ids``
 with ``delete_permanently``; a delete whose ``volume_ids`` leave it out leaves it detached.
-Verda reports only an IP
-(the port is the image's), so each running instance gets its own loopback address
+Verda reports only an IP (the port is the image's), so each running instance gets its own loopback address
 ``127.0.0.N`` with a forwarder on the fake's one ``ssh_port`` to a real sshd (the local
 cloud's machinery) that authorises the instance's registered keys.
 """
@@ -208,11 +207,12 @@ class VerdaApiFake(MarketplaceFake):
         volume = self.volumes.get(inst["os_volume_id"])
         if volume is None:
             return
-        if inst.get("_os_volume_fate", "trash") == "kept":
+        fate = inst.get("_os_volume_fate", "trash")
+        if fate == "kept":
             volume.update(status="detached", instance_id=None)
             return
         del self.volumes[inst["os_volume_id"]]
-        if inst.get("_os_volume_fate", "trash") == "trash":
+        if fate == "trash":
             self.trash[volume["id"]] = dict(volume, status="deleted", instance_id=None,
                                             deleted_at=datetime.datetime.now(datetime.timezone.utc).isoformat())
 

@@ -320,11 +320,11 @@ class VerdaProvider(TypedOptionsProvider):
 
     def _delete_one(self, instance_id: str, listed: Optional[Dict[str, Any]]) -> None:
         body = {"id": [instance_id], "action": "delete"}
-        volume = (listed or {}).get("os_volume_id")
+        listed = listed or {}
         # An instance already deleting had its volume named when its delete was sent: resent as it is.
-        if volume and self.options["os_volume_on_delete"] == "delete_permanently" and (
-                listed or {}).get("status") != "deleting":
-            body.update(volume_ids=[str(volume)], delete_permanently=True)
+        if (listed.get("os_volume_id") and listed.get("status") != "deleting"
+                and self.options["os_volume_on_delete"] == "delete_permanently"):
+            body.update(volume_ids=[str(listed["os_volume_id"])], delete_permanently=True)
         try:
             results = self._api().put("instances", json=body)
         except RestError as err:

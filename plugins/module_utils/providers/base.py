@@ -186,14 +186,12 @@ class Observed(_Record):
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Observed":
-        endpoint = data.get("endpoint")
-        location = data.get("location")
-        return cls(
-            instance_id=data["instance_id"], status=data["status"], reason=data.get("reason"),
-            endpoint=SshEndpoint.from_dict(endpoint) if endpoint else None,
-            location=Location.from_dict(location) if location else None,
-            journal_id=data.get("journal_id"),
-        )
+        # Every field by name (a field added later comes back too); the nested records as records.
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        endpoint, location = data.get("endpoint"), data.get("location")
+        values["endpoint"] = SshEndpoint.from_dict(endpoint) if endpoint else None
+        values["location"] = Location.from_dict(location) if location else None
+        return cls(**values)
 
 
 class ResourceKind:

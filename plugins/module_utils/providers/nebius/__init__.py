@@ -79,8 +79,9 @@ try:
     from nebius.base.metadata import Metadata
     HOUR = FilterAggregationUnit.FilterAggregationUnitValue.FILTER_AGGREGATION_UNIT_HOUR
     HAS_SDK, SDK_IMPORT_ERROR = True, None
-except ImportError as exc:  # the adapter is importable without the SDK; its first call says how to install it
+except ImportError as exc:  # the module imports without the SDK; building the adapter says how to install it
     HAS_SDK, SDK_IMPORT_ERROR = False, exc
+SDK_REQUIREMENT = "the nebius Python SDK (nebius)"
 
 USER_AGENT = "gpuprov-cloud/1"
 # The login user cloud-init makes, on the instance's labels: observe reports it in the endpoint.
@@ -104,6 +105,8 @@ class NebiusProvider(TypedOptionsProvider):
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
+        # As the other SDK clouds: before any SDK name is used (plan's first call names an SDK client).
+        require_sdk(self.name, HAS_SDK, SDK_REQUIREMENT, SDK_IMPORT_ERROR)
         self._sdk: Any = None
 
     # -- plumbing -------------------------------------------------------------------
@@ -129,7 +132,6 @@ class NebiusProvider(TypedOptionsProvider):
     def sdk(self) -> Any:
         """The SDK channel, made on first use (capabilities and option checks need no credentials)."""
         if self._sdk is None:
-            require_sdk("nebius", HAS_SDK, "the nebius Python SDK (nebius)", SDK_IMPORT_ERROR)
             if not self.options["project_id"]:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "cloud_options.nebius.project_id: required (or "
                                     "NEBIUS_PROJECT_ID): the project the VMs are made in")

@@ -42,7 +42,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
-    DELETION_REQUESTED, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
+    DELETION_REQUESTED, INSTANCE_RECORD_KIND, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
 )
 
 PLAN_NAME = "offers"   # the VM name a plan is made for when the task names none
@@ -308,18 +308,50 @@ def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) ->
         return _present_with(_provider(cloud, params, [cloud], _journal_id_if_any(params)), params, name, True)
     journal = projection.open_journal(params.get("journal"), password=params.get("journal_password"))
     owner = new_owner()
+    key = journal_key(cloud, name)
     try:
-        # While a teardown of this name on this cloud runs (another task), nothing is created.
-        journal.acquire(journal_key(cloud, name), owner, _lease_ttl(params))
+        # While a teardown of this name on this cloud runs (another task, or the orphan sweep),
+        # nothing is created: the key's lease is held, row or no row.
+        ttl = _lease_ttl(params)
+        journal.acquire(key, owner, ttl)
         try:
-            return _present_with(_provider(cloud, params, [cloud], journal.journal_id), params, name, False)
+            record = InstanceRecord(journal, key, owner, ttl)
+            return _present_with(_provider(cloud, params, [cloud], journal.journal_id), params, name, False, record)
         finally:
-            journal.release(journal_key(cloud, name), owner)
+            journal.release(key, owner)
     finally:
         journal.close()
 
 
-def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool) -> Dict[str, Any]:
+class InstanceRecord:
+    """The journal row (``instance:<cloud>:<vm name>``, kind ``instance``) that says an instance task
+    made, or found and kept, an instance at a location: the orphan sweep and ``status`` see it as
+    owned until ``state=absent`` tears it down (vm/instance_teardown.py). Written under the key's
+    lease, before create is called (``Creating``, which owns whatever may appear there) and again
+    with the instance id (``Present``); both are terminal, so a crash between leaves a row that
+    still owns the location and a re-run that replaces it."""
+
+    KIND = INSTANCE_RECORD_KIND
+
+    def __init__(self, journal: Journal, key: str, owner: str, ttl: float):
+        self.journal, self.key, self.owner, self.ttl = journal, key, owner, ttl
+
+    def write(self, kind: str, name: str, where: Location, instance_id: Optional[str] = None) -> None:
+        state = {"kind": kind, "vm_name": name, "location": where.to_dict(), "instance_id": instance_id,
+                 "targets": [teardown.target(where.to_dict(), [instance_id] if instance_id else [])]}
+        row = self.journal.load(self.key)
+        if row is not None and row.kind == self.KIND and row.state == state:
+            return   # a re-run that found what it recorded: nothing to write
+        note = "%s: %s at %s" % (kind, instance_id or "create requested", where)
+        if row is not None and row.kind == self.KIND:
+            self.journal.transition(self.key, self.owner, row.version, state, kind, True, row.label, note)
+        else:
+            self.journal.begin(self.key, self.KIND, state, kind, True, self.owner, self.ttl,
+                               row.version if row is not None else None, note=note)
+
+
+def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool,
+                  record: Optional[InstanceRecord] = None) -> Dict[str, Any]:
     offer = _select_offer(provider, params, name)
     where = offer.location
     found = _call("observe", where, provider.observe, where, name)
@@ -341,12 +373,18 @@ def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_m
                     msg="%s: would prepare and create %s" % (name, offer.offer_id))
     if existing:
         # Nothing is made for an instance that exists: no prepare call, no key read (a quick re-run).
+        if record is not None:
+            record.write("Present", name, where, existing[0].instance_id)
         return dict(base, changed=False, instance=instance_row(existing[0], where), prepared=None,
                     msg="%s: instance %s exists at %s (%s)" % (
                         name, existing[0].instance_id, where, existing[0].status))
     spec = instance_spec(params, name, _public_key(params))
     prepared = _call("prepare", where, provider.prepare, offer, spec)
+    if record is not None:
+        record.write("Creating", name, where)
     instance_id = _call("create", where, provider.create, offer, prepared, spec)
+    if record is not None:
+        record.write("Present", name, where, instance_id)
     after = _call("observe", where, provider.observe, where, name)
     mine = [o for o in after if o.instance_id == instance_id]
     made = mine[0] if mine else Observed(instance_id, Status.PENDING, reason="not listed yet", location=where)

@@ -85,6 +85,7 @@ class Backend:
         else:
             self.write("UPDATE machines SET lease_expires = lease_expires - ? WHERE lease_expires IS NOT NULL",
                        (seconds,))
+            self.write("UPDATE leases SET expires = expires - ?", (seconds,))
 
     def row(self, key):
         rows = self.raw("SELECT kind, state, label, terminal, version, lease_owner, lease_expires, created_at, "
@@ -226,6 +227,58 @@ def test_renew_release_and_holds(journal, backend):
     assert (row.lease_owner, row.lease_expires) == (None, None)
     journal.acquire("vm1", "you", 10.0)
     assert journal.holds("vm1", "you") and journal.live_holder("vm1") == "you"
+
+
+def test_a_key_without_a_row_has_a_lease_of_its_own_that_begin_honours(journal, backend):
+    """The orphan sweep leases a VM name nobody journalled: no other run may take the name, nor
+    create its row, until the sweep lets go; the holder's own begin moves the lease onto the row."""
+    other = backend.open()
+    sweep = new_owner("sweep")
+    journal.acquire("vm1", sweep, 100.0)
+    assert journal.load("vm1") is None and journal.keys() == []
+    assert other.live_holder("vm1") == sweep and other.holds("vm1", sweep) and not other.holds("vm1", "run")
+    with pytest.raises(LeaseHeld) as info:
+        other.acquire("vm1", "run", 100.0)
+    msg = str(info.value)
+    assert "vm1" in msg and "orphan sweep" in msg and sweep in msg
+    with pytest.raises(LeaseHeld):
+        begin(other, owner="run")   # a run that never asked for the lease creates nothing either
+    assert other.load("vm1") is None
+    backend.advance(60)
+    assert journal.renew("vm1", sweep, 100.0) is True
+    assert journal.renew("vm1", "run", 100.0) is False
+    backend.advance(60)   # 120 s after acquiring, 60 s after the renewal: still held
+    with pytest.raises(LeaseHeld):
+        other.acquire("vm1", "run", 100.0)
+    journal.release("vm1", "run")   # not the holder: nothing changes
+    assert other.live_holder("vm1") == sweep
+    journal.release("vm1", sweep)
+    assert other.live_holder("vm1") is None and not other.holds("vm1", sweep)
+    other.acquire("vm1", "run", 100.0)
+    assert begin(other, owner="run") == 1
+    row = other.load("vm1")
+    assert row.lease_owner == "run" and other.holds("vm1", "run")
+    with pytest.raises(LeaseHeld):
+        journal.acquire("vm1", sweep, 100.0)   # the row's lease now
+    other.release("vm1", "run")
+    assert journal.live_holder("vm1") is None
+    assert backend.raw("SELECT key, owner FROM leases") == []   # begin moved it; nothing is left behind
+
+
+def test_a_row_less_lease_expires_and_a_dead_holder_loses_it_at_once(journal, backend):
+    journal.acquire("vm1", "some-other-host:1:1:sweep-deadbeef", 30.0)
+    with pytest.raises(LeaseHeld):
+        journal.acquire("vm1", "me", 30.0)
+    backend.advance(31)
+    journal.acquire("vm1", "me", 30.0)
+    assert journal.holds("vm1", "me")
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    journal.acquire("vm2", "%s:%d:1:sweep-deadbeef" % (socket.gethostname(), pid), 300.0)
+    assert journal.live_holder("vm2") is None
+    assert begin(journal, key="vm2", owner="me") == 1
 
 
 def test_a_dead_holder_on_this_host_is_taken_over_at_once(journal):

@@ -10,6 +10,10 @@ Tables:
                   request addressed to that run.
   machine_events  every transition and notable poll, with its note and timestamp.
   machine_options the non-secret provider options each key was run with, per cloud.
+  leases          the lease on a key that has no machines row yet (``acquire`` of a name
+                  nobody has journalled: the orphan sweep's, or a run's before its first
+                  state); ``begin`` refuses while another live run holds it and moves the
+                  lease onto the row it creates. Created on opening a journal that lacks it.
 
 The layer above may add tables of its own (``Journal(path, tables=...)``): they are
 created with the journal's own, and on opening a journal that lacks them.
@@ -36,11 +40,23 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_file
     APPLICATION_ID, SCHEMA_VERSION, Conflict, JournalError, JournalFile, LeaseHeld, _created_name, _missing,
     _Transaction,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import owner_alive
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import lease_held_message, owner_alive
 
 # What the rest of the collection imports from here (the opening half lives in journal_file.py).
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Conflict", "Journal", "JournalError", "LeaseHeld", "Row",
-           "_created_name"]
+__all__ = ["APPLICATION_ID", "LEASES_TABLE", "SCHEMA_VERSION", "Conflict", "Journal", "JournalError", "LeaseHeld",
+           "Row", "_created_name"]
+
+# The leases of keys without a machines row (see the module docstring).
+LEASES_TABLE = """CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
+)"""
+
+
+def _live(holder: Optional[str], expires: Optional[float], now: float, owner: Optional[str] = None) -> bool:
+    """Whether ``holder`` (not ``owner``) holds a lease that still binds at ``now``."""
+    return bool(holder) and holder != owner and expires is not None and expires > now and owner_alive(holder)
 
 
 class Row:
@@ -69,7 +85,7 @@ class Journal(JournalFile):
             raise ValueError("journal: a path is required")
         self.path = os.path.abspath(os.path.expanduser(path))
         self.clock = clock
-        self._tables = tuple(tables)
+        self._tables = (LEASES_TABLE,) + tuple(t for t in tables if t != LEASES_TABLE)
         for statement in self._tables:
             _created_name(statement)   # refuse anything but CREATE ... IF NOT EXISTS before touching the file
         self._file_id: Optional[Tuple[int, int]] = None
@@ -139,45 +155,59 @@ class Journal(JournalFile):
         return [r[0] for r in self._db.execute("SELECT key FROM machines ORDER BY key")]
 
     def acquire(self, key: str, owner: str, ttl: float) -> None:
-        """Take the lease on ``key`` (creating nothing) or raise LeaseHeld."""
+        """Take the lease on ``key`` or raise LeaseHeld. A key without a row gets a lease of its
+        own (the leases table), which ``begin`` honours and moves onto the row it creates."""
         now = self.clock()
         with self._tx() as db:
             row = db.execute("SELECT lease_owner, lease_expires FROM machines WHERE key = ?", (key,)).fetchone()
             if row is None:
-                return  # nothing to lease yet: begin() creates the row with our lease
+                found = db.execute("SELECT owner, expires FROM leases WHERE key = ?", (key,)).fetchone()
+                if found is not None and _live(found[0], found[1], now, owner):
+                    raise LeaseHeld(lease_held_message(key, found[0], found[1] - now))
+                db.execute("INSERT OR REPLACE INTO leases (key, owner, expires) VALUES (?, ?, ?)",
+                           (key, owner, now + ttl))
+                return
             holder, expires = row
-            if holder and holder != owner and expires is not None and expires > now and owner_alive(holder):
-                raise LeaseHeld("%s is being worked on by another run (%s) for up to %.0f s more; "
-                                "wait for it, or if that run is dead, retry after the lease expires"
-                                % (key, holder, expires - now))
+            if _live(holder, expires, now, owner):
+                raise LeaseHeld(lease_held_message(key, holder, expires - now))
             db.execute("UPDATE machines SET lease_owner = ?, lease_expires = ? WHERE key = ?",
                        (owner, now + ttl, key))
 
     def renew(self, key: str, owner: str, ttl: float) -> bool:
-        """Extend our lease; False means it was lost (taken over or released)."""
-        cur = self._db.execute(
-            "UPDATE machines SET lease_expires = ? WHERE key = ? AND lease_owner = ?",
-            (self.clock() + ttl, key, owner))
-        return cur.rowcount == 1
+        """Extend our lease (on the row, else on the row-less key); False means it was lost
+        (taken over or released)."""
+        expires = self.clock() + ttl
+        cur = self._db.execute("UPDATE machines SET lease_expires = ? WHERE key = ? AND lease_owner = ?",
+                               (expires, key, owner))
+        if cur.rowcount == 1:
+            return True
+        return self._db.execute(
+            "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? "
+            "AND NOT EXISTS (SELECT 1 FROM machines WHERE key = ?)", (expires, key, owner, key)).rowcount == 1
 
     def holds(self, key: str, owner: str) -> bool:
         row = self._db.execute("SELECT lease_owner FROM machines WHERE key = ?", (key,)).fetchone()
-        return row is not None and row[0] == owner
+        if row is not None:
+            return row[0] == owner
+        found = self._db.execute("SELECT owner FROM leases WHERE key = ?", (key,)).fetchone()
+        return found is not None and found[0] == owner
 
     def release(self, key: str, owner: str) -> None:
-        self._db.execute("UPDATE machines SET lease_owner = NULL, lease_expires = NULL "
-                         "WHERE key = ? AND lease_owner = ?", (key, owner))
+        with self._tx() as db:
+            db.execute("UPDATE machines SET lease_owner = NULL, lease_expires = NULL "
+                       "WHERE key = ? AND lease_owner = ?", (key, owner))
+            db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 
     def live_holder(self, key: str) -> Optional[str]:
         """The owner of ``key``'s lease while it is unexpired (journal clock) and that owner
         may still be running; None when nobody holds it."""
         row = self._db.execute("SELECT lease_owner, lease_expires FROM machines WHERE key = ?", (key,)).fetchone()
         if row is None:
-            return None
+            row = self._db.execute("SELECT owner, expires FROM leases WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
         holder, expires = row
-        if holder and expires is not None and expires > self.clock() and owner_alive(holder):
-            return holder
-        return None
+        return holder if _live(holder, expires, self.clock()) else None
 
     # -- cancel requests ---------------------------------------------------------------
     def request_cancel(self, key: str, holder: str, reason: str) -> bool:
@@ -210,6 +240,10 @@ class Journal(JournalFile):
         blob = json.dumps(state, sort_keys=True)
         with self._tx() as db:
             if expected_version is None:
+                found = db.execute("SELECT owner, expires FROM leases WHERE key = ?", (key,)).fetchone()
+                if found is not None and _live(found[0], found[1], now, owner):
+                    raise LeaseHeld(lease_held_message(key, found[0], found[1] - now))
+                db.execute("DELETE FROM leases WHERE key = ?", (key,))   # the row carries the lease now
                 try:
                     db.execute(
                         "INSERT INTO machines (key, kind, state, label, terminal, version, lease_owner, "

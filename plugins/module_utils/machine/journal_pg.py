@@ -4,7 +4,7 @@
 """The PostgreSQL journal: the SQLite journal's interface and semantics on a shared server.
 
 Same tables as the SQLite journal (``meta``, ``machines``, ``machine_events``,
-``machine_options``, plus the layer above's), in the DSN's database and current schema.
+``machine_options``, ``leases``, plus the layer above's), in the DSN's database and current schema.
 Every time the journal writes (lease expiry, updated_at, event times) is the SERVER's clock
 (``now()``), so controllers with skewed clocks agree on when a lease expires. A holder on
 another host is alive until its lease expires; one on this host that is provably dead
@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     SCHEMA_VERSION, Conflict, JournalError, LeaseHeld, Row, _created_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import owner_alive
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import lease_held_message, owner_alive
 
 
 def _psycopg():
@@ -45,6 +45,9 @@ DSN_SCHEMES = ("postgresql://", "postgres://")
 
 # Serialises creating and migrating the schema across controllers (any constant will do).
 _SCHEMA_LOCK = 0x67707276
+# With hashtext(key), serialises taking a row-less key's lease and creating its row (the
+# transaction-scoped advisory lock of one key; a row lock cannot guard a row not there yet).
+_KEY_LOCK_CLASS = 0x67707277
 
 _NOW = "EXTRACT(EPOCH FROM now())::double precision"
 
@@ -62,6 +65,9 @@ _TABLES = (
     "CREATE INDEX IF NOT EXISTS machine_events_key ON machine_events (key, id)",
     """CREATE TABLE IF NOT EXISTS machine_options (
         key TEXT NOT NULL, cloud TEXT NOT NULL, options TEXT NOT NULL, PRIMARY KEY (key, cloud))""",
+    # The lease of a key that has no machines row yet (machine/journal.py LEASES_TABLE).
+    """CREATE TABLE IF NOT EXISTS leases (
+        key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)""",
 )
 
 # Statements that bring a journal of schema N up to N + 1 (none yet: schema 2 is the first
@@ -303,39 +309,71 @@ class PgJournal:
     def keys(self) -> List[str]:
         return self._run("reading", lambda db: [r[0] for r in db.execute("SELECT key FROM machines ORDER BY key")])
 
+    def _lock_key(self, db, key: str) -> float:
+        """Take ``key``'s advisory lock for this transaction; the server's time."""
+        db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_KEY_LOCK_CLASS, key))
+        return db.execute("SELECT %s" % _NOW).fetchone()[0]
+
+    @staticmethod
+    def _refuse_held(holder: Optional[str], expires: Optional[float], now: float, owner: str, key: str) -> None:
+        if holder and holder != owner and expires is not None and expires > now and owner_alive(holder):
+            raise LeaseHeld(lease_held_message(key, holder, expires - now))
+
     def acquire(self, key: str, owner: str, ttl: float) -> None:
+        """As the SQLite journal's: a key without a row gets a lease of its own (``leases``)."""
         def take(db) -> None:
             with db.transaction():
-                row = db.execute("SELECT lease_owner, lease_expires, %s FROM machines WHERE key = %%s FOR UPDATE"
-                                 % _NOW, (key,)).fetchone()
+                now = self._lock_key(db, key)
+                row = db.execute("SELECT lease_owner, lease_expires FROM machines WHERE key = %s FOR UPDATE",
+                                 (key,)).fetchone()
                 if row is None:
+                    found = db.execute("SELECT owner, expires FROM leases WHERE key = %s", (key,)).fetchone()
+                    if found is not None:
+                        self._refuse_held(found[0], found[1], now, owner, key)
+                    db.execute("INSERT INTO leases (key, owner, expires) VALUES (%s, %s, %s) ON CONFLICT (key) "
+                               "DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires",
+                               (key, owner, now + ttl))
                     return
-                holder, expires, now = row
-                if holder and holder != owner and expires is not None and expires > now and owner_alive(holder):
-                    raise LeaseHeld("%s is being worked on by another run (%s) for up to %.0f s more; "
-                                    "wait for it, or if that run is dead, retry after the lease expires"
-                                    % (key, holder, expires - now))
-                db.execute("UPDATE machines SET lease_owner = %%s, lease_expires = %s + %%s WHERE key = %%s" % _NOW,
-                           (owner, ttl, key))
+                self._refuse_held(row[0], row[1], now, owner, key)
+                db.execute("UPDATE machines SET lease_owner = %s, lease_expires = %s WHERE key = %s",
+                           (owner, now + ttl, key))
         self._run("taking the lease", take)
 
     def renew(self, key: str, owner: str, ttl: float) -> bool:
-        return self._run("renewing the lease", lambda db: db.execute(
-            "UPDATE machines SET lease_expires = %s + %%s WHERE key = %%s AND lease_owner = %%s" % _NOW,
-            (ttl, key, owner)).rowcount == 1)
+        def extend(db) -> bool:
+            if db.execute("UPDATE machines SET lease_expires = %s + %%s WHERE key = %%s AND lease_owner = %%s" % _NOW,
+                          (ttl, key, owner)).rowcount == 1:
+                return True
+            return db.execute("UPDATE leases SET expires = %s + %%s WHERE key = %%s AND owner = %%s "
+                              "AND NOT EXISTS (SELECT 1 FROM machines WHERE key = %%s)" % _NOW,
+                              (ttl, key, owner, key)).rowcount == 1
+        return self._run("renewing the lease", extend)
 
     def holds(self, key: str, owner: str) -> bool:
-        row = self._run("reading", lambda db: db.execute(
-            "SELECT lease_owner FROM machines WHERE key = %s", (key,)).fetchone())
+        def read(db):
+            row = db.execute("SELECT lease_owner FROM machines WHERE key = %s", (key,)).fetchone()
+            if row is None:
+                row = db.execute("SELECT owner FROM leases WHERE key = %s", (key,)).fetchone()
+            return row
+        row = self._run("reading", read)
         return row is not None and row[0] == owner
 
     def release(self, key: str, owner: str) -> None:
-        self.execute("UPDATE machines SET lease_owner = NULL, lease_expires = NULL WHERE key = ? AND lease_owner = ?",
-                     (key, owner))
+        def free(db) -> None:
+            with db.transaction():
+                db.execute("UPDATE machines SET lease_owner = NULL, lease_expires = NULL "
+                           "WHERE key = %s AND lease_owner = %s", (key, owner))
+                db.execute("DELETE FROM leases WHERE key = %s AND owner = %s", (key, owner))
+        self._run("writing", free)
 
     def live_holder(self, key: str) -> Optional[str]:
-        row = self._run("reading", lambda db: db.execute(
-            "SELECT lease_owner, lease_expires, %s FROM machines WHERE key = %%s" % _NOW, (key,)).fetchone())
+        def read(db):
+            row = db.execute("SELECT lease_owner, lease_expires, %s FROM machines WHERE key = %%s" % _NOW,
+                             (key,)).fetchone()
+            if row is None:
+                row = db.execute("SELECT owner, expires, %s FROM leases WHERE key = %%s" % _NOW, (key,)).fetchone()
+            return row
+        row = self._run("reading", read)
         if row is None:
             return None
         holder, expires, now = row
@@ -367,6 +405,11 @@ class PgJournal:
             with db.transaction():
                 (now,) = db.execute("SELECT %s" % _NOW).fetchone()
                 if expected_version is None:
+                    now = self._lock_key(db, key)
+                    found = db.execute("SELECT owner, expires FROM leases WHERE key = %s", (key,)).fetchone()
+                    if found is not None:
+                        self._refuse_held(found[0], found[1], now, owner, key)
+                    db.execute("DELETE FROM leases WHERE key = %s", (key,))   # the row carries the lease now
                     try:
                         with db.transaction():   # a savepoint: the duplicate key must not abort the outer one
                             db.execute(

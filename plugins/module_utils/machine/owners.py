@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lease owners: who holds a journal key, and whether that very process still runs.
 
-An owner is ``host:pid:starttime:uuid8``. A holder on this host counts as alive only
+An owner is ``host:pid:starttime:uuid8`` (``host:pid:starttime:role-uuid8`` for a run that
+says what it is, such as the orphan sweep). A holder on this host counts as alive only
 while that pid runs, is no zombie, and started at the recorded time (a reused pid is
 another process); holders on other hosts are trusted until their lease expires."""
 
@@ -32,16 +33,40 @@ def _has_procfs() -> bool:
     return os.path.exists("/proc/self/stat")
 
 
-def new_owner() -> str:
-    """``host:pid:starttime:uuid8``; the start time tells this process from a later one that
-    reuses its pid ("-" where there is no /proc)."""
+# What a holder is, by the role its owner carries (an owner without one is a run of a VM name).
+ROLES = {"sweep": "an orphan sweep removing what this journal holds no row for"}
+
+
+def new_owner(role: str = "") -> str:
+    """``host:pid:starttime:uuid8`` (``...:role-uuid8`` with ``role``, one of ROLES); the start
+    time tells this process from a later one that reuses its pid ("-" where there is no /proc)."""
+    if role and role not in ROLES:
+        raise ValueError("owner role %r: expected one of %s" % (role, ", ".join(sorted(ROLES))))
     pid = os.getpid()
     started = "-"
     if _has_procfs():
         found = _proc_stat(pid)
         if found is not None:
             started = found[1]
-    return "%s:%d:%s:%s" % (socket.gethostname(), pid, started, uuid.uuid4().hex[:8])
+    tag = uuid.uuid4().hex[:8]
+    return "%s:%d:%s:%s" % (socket.gethostname(), pid, started, "%s-%s" % (role, tag) if role else tag)
+
+
+def owner_role(owner: str) -> str:
+    """The role ``owner`` carries ("" for a plain run, or an owner in no known format)."""
+    last = owner.rsplit(":", 1)[-1]
+    role = last.split("-", 1)[0] if "-" in last else ""
+    return role if role in ROLES else ""
+
+
+def lease_held_message(key: str, holder: str, seconds_left: float) -> str:
+    """Why ``key`` cannot be taken now: who holds it, for how long, and what to do."""
+    role = owner_role(holder)
+    if role:
+        return ("%s is held by %s (%s) for up to %.0f s more; nothing was done. Run again once it has finished "
+                "(it renews the lease while it works)" % (key, ROLES[role], holder, seconds_left))
+    return ("%s is being worked on by another run (%s) for up to %.0f s more; wait for it, or if that run is "
+            "dead, retry after the lease expires" % (key, holder, seconds_left))
 
 
 def owner_alive(owner: str) -> bool:

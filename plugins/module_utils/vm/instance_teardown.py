@@ -8,6 +8,9 @@ resumable like ``down``, and removes only what its journal may remove.
 * The key never meets a VM row (VM names are DNS labels, without ``:``). One key per
   cloud and name: a run resumes what an interrupted one left (Requesting, AwaitingGone,
   CleaningUp), and a run after a Leaked one clears the leaked locations too.
+* ``state=present`` leaves a row of kind ``instance`` on the same key naming where it made
+  (or kept) its instance, so the orphan sweep treats it as owned; the teardown takes that
+  location over as a target, and its Done row owns nothing any more.
 * ``wait=false``: once deletion is requested and instances are still leaving, the run
   ends in DeletionRequested, which is terminal for a run that does not wait and resumed
   as AwaitingGone by one that does (so a later ``wait=true`` run waits and cleans up).
@@ -26,6 +29,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown import TeardownMachine
 
 DELETION_REQUESTED = "DeletionRequested"
+# The kind of the row a state=present task leaves on the same key (primitives.InstanceRecord).
+INSTANCE_RECORD_KIND = "instance"
 
 
 def journal_key(cloud: str, vm_name: str) -> str:
@@ -61,6 +66,8 @@ def initial_for(vm_name: str, where: Location):
         carried: List[Dict[str, Any]] = []
         if previous and previous_kind == InstanceTeardown.KIND and previous["kind"] in ("Leaked", DELETION_REQUESTED):
             carried = previous.get("targets") or []
+        elif previous and previous_kind == INSTANCE_RECORD_KIND:
+            carried = previous.get("targets") or []   # where a state=present task made (or kept) its instance
         return teardown.initial(vm_name, teardown.merge_targets([teardown.target(where.to_dict())], carried),
                                 "instance state=absent")
     return initial

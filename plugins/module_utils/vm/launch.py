@@ -149,6 +149,23 @@ def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
     return out
 
 
+class PlanOutcome:
+    """What planning every cloud of a request gave: the offers to try, in order, and why the
+    others were skipped (``history`` rows), with the errors that came back."""
+
+    def __init__(self) -> None:
+        self.chosen: List[Offer] = []
+        self.history: List[Dict[str, Any]] = []
+        self.errors: List[ProviderError] = []
+        self.transient: List[Tuple[str, ProviderError]] = []
+
+    def reasons(self) -> List[str]:
+        return [h["error"]["msg"] for h in self.history]
+
+    def transient_text(self) -> str:
+        return "; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in self.transient)
+
+
 class LaunchMachine(Machine):
     KIND = "launch"
 
@@ -306,6 +323,16 @@ class LaunchMachine(Machine):
             differs = request_mismatch(vm, self.ctx.settings)
             if differs and mine and self.ctx.settings.recreate:
                 why = "recreate: the VM does not match the request (%s)" % "; ".join(differs)
+                # Plan the new request before anything is torn down: a request no cloud can try
+                # (a typo, a GPU nowhere on offer) must never cost the user the VM they have.
+                planned = self._plan_all()
+                if not planned.chosen:
+                    if planned.transient:
+                        return Retry("recreate: cannot tell yet whether the new request can be met: %s"
+                                     % planned.transient_text())
+                    kept = ("%s; no cloud can try the new request (%s), so nothing was torn down and the VM is "
+                            "kept" % (why, "; ".join(planned.reasons()) or "no offers"))
+                    return Next(self._keep_reused(dict(state, vm=vm), kept), "recreate refused; VM kept")
                 stale = td.merge_targets(owned_targets(previous, previous_kind),
                                          [td.target(vm["location"], [o.instance_id for o in found])])
                 return Next(self._compensate(state, "Planning", None, reason=why, targets=stale), why)
@@ -335,40 +362,45 @@ class LaunchMachine(Machine):
         # cloud call can make something: later steps and ``down`` look where it was made.
         for cloud, options in sorted(self.ctx.adopt_current_options().items()):
             cx.journal.set_options(cx.key, cx.owner, cloud, options)
-        planned: List[Offer] = []
-        history: List[Dict[str, Any]] = []
-        errors: List[ProviderError] = []
-        transient: List[Tuple[str, ProviderError]] = []
-        for cloud in settings.clouds:
-            try:
-                planned.extend(self.ctx.provider(cloud).plan(settings.request))
-            except ProviderError as exc:
-                if exc.kind == ErrorKind.TRANSIENT:
-                    transient.append((cloud, exc))
-                else:
-                    errors.append(exc)
-                history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
-        chosen, skipped = choose_offers(planned, settings.prefer, settings.max_price_per_hour)
-        offers = [offer.to_dict() for offer in chosen]
-        history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
-                        "error": _error(ErrorKind.UNAVAILABLE, reason)} for offer, reason in skipped)
+        planned = self._plan_all()
+        offers = [offer.to_dict() for offer in planned.chosen]
+        history = planned.history
         search = {"offers": offers, "cursor": 0, "blocked": [], "history": history, "round": state.get("round", 0)}
-        if transient and not offers:
+        if planned.transient and not offers:
             # Only retry planning when no other cloud has an offer to try meanwhile, no sooner
             # than the slowest Retry-After asked.
-            return Retry("; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in transient),
-                         after=max(exc.retry_after or 0 for _cloud, exc in transient) or None)
+            return Retry(planned.transient_text(),
+                         after=max(exc.retry_after or 0 for _cloud, exc in planned.transient) or None)
         if not offers:
-            if errors and all(e.fatal for e in errors):
-                return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in errors), "targets": []},
+            if planned.errors and all(e.fatal for e in planned.errors):
+                return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in planned.errors), "targets": []},
                             "no cloud can plan this request")
-            reasons = [h["error"]["msg"] for h in history] or ["no offers"]
-            return Next(self._exhausted(search, "no offer available: " + "; ".join(reasons)), "no offers")
+            return Next(self._exhausted(search, "no offer available: " + "; ".join(planned.reasons() or ["no offers"])),
+                        "no offers")
         plan, rows = self._new_plan(cx.key, offers, history, [])
         compact = {"plan": plan, "size": len(offers), "cursor": 0, "offer": offers[0], "blocked": [],
                    "round": search["round"]}
         return Next({"kind": "Preparing", "search": compact},
                     "%d offer(s) from %s" % (len(offers), ", ".join(settings.clouds)), rows=rows)
+
+    def _plan_all(self) -> "PlanOutcome":
+        """Every cloud's plan of this run's request, and the offers the search would try."""
+        settings = self.ctx.settings
+        outcome = PlanOutcome()
+        planned: List[Offer] = []
+        for cloud in settings.clouds:
+            try:
+                planned.extend(self.ctx.provider(cloud).plan(settings.request))
+            except ProviderError as exc:
+                if exc.kind == ErrorKind.TRANSIENT:
+                    outcome.transient.append((cloud, exc))
+                else:
+                    outcome.errors.append(exc)
+                outcome.history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
+        outcome.chosen, skipped = choose_offers(planned, settings.prefer, settings.max_price_per_hour)
+        outcome.history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
+                                "error": _error(ErrorKind.UNAVAILABLE, reason)} for offer, reason in skipped)
+        return outcome
 
     def _step_Preparing(self, state: Dict[str, Any], cx):
         offer = _offer(state)

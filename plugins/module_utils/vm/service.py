@@ -31,7 +31,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import reg
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff, launch, projection, ssh, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import (
+    diff as vm_diff, launch, projection, ssh, sweep, teardown,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
@@ -439,6 +441,34 @@ class VmService:
             result["warnings"] = problems
         return result
 
+    def _nothing_here(self, ctx: VmContext, name: str, row, result: Dict[str, Any], stopped: str) -> Dict[str, Any]:
+        """``result`` for a down that finds nothing of ``name`` to tear down in this journal. With no
+        row at all, the VM may be another journal's (another ``journal``, another controller): it is
+        never touched, and the clouds this run can reach are listed for resources carrying the
+        name, each a warning saying what it is and which journal made it."""
+        where = "%s (journal id %s)" % (self.journal_path, self.journal.journal_id)
+        if row is not None:
+            return dict(result, msg="%s%s has nothing to tear down in the journal %s" % (stopped, name, where))
+        result["msg"] = ("%s%s has nothing to tear down in the journal %s: it holds no record of %s"
+                         % (stopped, name, where, name))
+        providers, errors = {}, []
+        for cloud in ctx.settings.clouds:
+            try:
+                providers[cloud] = ctx.provider(cloud)
+            except ProviderError as exc:
+                errors.append({"cloud": cloud, "region": None, "msg": exc.msg})
+        found, listing_errors = sweep.list_all(providers, list(ctx.settings.request.regions))
+        elsewhere = [_elsewhere_warning(name, o, self.journal.journal_id, self.journal_path)
+                     for o in found if o.vm_name == name]
+        unchecked = ["%s: could not look for resources named %s on %s/%s: %s"
+                     % (name, name, e["cloud"], e["region"] or "*", e["msg"]) for e in errors + listing_errors]
+        if elsewhere:
+            result["msg"] += "; but resources carrying that name exist on %s (see the warnings)" % ", ".join(
+                sorted({str(o.location.cloud) for o in found if o.vm_name == name}))
+        if elsewhere or unchecked:
+            result["warnings"] = list(result.get("warnings") or []) + elsewhere + unchecked
+        return result
+
     def _absent(self, ctx: VmContext, files: ssh.ControllerFiles, check_mode: bool) -> Dict[str, Any]:
         name = ctx.settings.vm_name
         if check_mode:
@@ -448,7 +478,7 @@ class VmService:
             base = {"state": row.label if row else "absent", "journal": self.journal_path,
                     "before_vm": before, "after_vm": {} if targets else before}
             if not targets:
-                return dict(base, changed=False, msg="%s has nothing to tear down" % name)
+                return self._nothing_here(ctx, name, row, dict(base, changed=False), "")
             return dict(base, changed=True, msg="would tear down %s" % teardown._describe(targets))
         stopped = self._stop_live_run(name)
         # Decide under the lease: a provision starting now waits for us (or fails clearly).
@@ -464,9 +494,8 @@ class VmService:
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             result = {"changed": bool(stopped), "state": row.label if row else "absent",
-                      "journal": self.journal_path, "msg": "%s%s has nothing to tear down" % (stopped, name),
-                      "before_vm": before, "after_vm": {}}
-            return self._forget_controller_files(name, files, result)
+                      "journal": self.journal_path, "before_vm": before, "after_vm": {}}
+            return self._forget_controller_files(name, files, self._nothing_here(ctx, name, row, result, stopped))
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
                                                                         "down requested"))
@@ -484,6 +513,21 @@ class VmService:
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."
                       % (name, state.get("reason"), teardown._describe(state["targets"])))
         return result
+
+
+def _elsewhere_warning(name: str, owned, journal_id: str, journal_path: str) -> str:
+    """What a resource carrying ``name`` that this journal has no record of is, and what to do."""
+    what = "%s %s at %s%s" % (owned.kind, owned.resource_id, owned.location,
+                              " (%s)" % owned.status if owned.status else "")
+    if owned.journal_id and owned.journal_id != journal_id:
+        return ("%s: %s carries this VM name and was made by journal %s, not by %s; it was left alone. Tear it down "
+                "with the journal that made it (journal / GPUPROV_JOURNAL / -e gpuprov_journal=...)"
+                % (name, what, owned.journal_id, journal_path))
+    if owned.journal_id:
+        return ("%s: %s carries this VM name and this journal's id, but the journal has no record of it (an orphan); "
+                "it was left alone: ansible-playbook gpuprov.cloud.sweep -e delete=true removes it" % (name, what))
+    return ("%s: %s carries this VM name and no journal id (made before journal ids); it was left alone: "
+            "ansible-playbook gpuprov.cloud.sweep -e delete=true -e include_legacy=true removes it" % (name, what))
 
 
 def _journalled_vm(row) -> Optional[Dict[str, Any]]:

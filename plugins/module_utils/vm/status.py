@@ -130,7 +130,7 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
             row = journal.load(key)
             if row is None:   # removed since the listing
                 continue
-            vm = projection.vm(journal, key) or {}
+            vm = projection.vm(journal, key) or _instance_record(row)
             leaked = row.state.get("kind") == "Leaked"
             vms.append({
                 "name": key, "machine": row.kind, "state": row.label, "terminal": row.terminal,
@@ -153,6 +153,17 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
     return {"journal": path, "vms": vms, "leaked": leaked_names, "total": len(matching), "summary": summary,
             "table": (format_table(vms) if matching or name is None else ["no VM in the journal matches %s" % name])
             + summary_lines(summary, len(vms), len(matching), limit, name)}
+
+
+def _instance_record(row) -> Dict[str, Any]:
+    """Where a ``gpuprov.cloud.instance`` task's row says its instance is (kind ``instance``), in the
+    shape of a VM's projection; {} for any other row."""
+    if row.kind != "instance" or not isinstance(row.state.get("location"), dict):
+        return {}
+    location = row.state["location"]
+    return {"cloud": location.get("cloud"), "region": location.get("region"),
+            "instance_id": row.state.get("instance_id"),
+            "status": "made by gpuprov.cloud.instance" if row.state.get("kind") == "Present" else "create requested"}
 
 
 def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, name: Optional[str]) -> List[str]:

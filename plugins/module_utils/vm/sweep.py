@@ -23,8 +23,11 @@ Removal runs one teardown machine per VM name (and per foreign journal), journal
 ``sweep:<vm name>`` (``sweep:<journal id>:<vm name>`` for a foreign journal's), which never
 meets a VM's key (VM names have no ``:``). A sweep killed mid-way leaves those rows
 non-terminal; the next sweep resumes them before anything else. While a VM name's teardown
-runs, the sweep holds the lease of that VM's own row (when it has one), so a provision of
-the name waits, and every step first checks that no run of the name has begun meanwhile.
+runs, the sweep holds the lease of the VM name and of its ``gpuprov.cloud.instance`` keys
+on the clouds it removes from, whether or not the journal has rows for them (a row-less key
+has a lease of its own: machine/journal.py ``leases``), so no provision or instance task of
+the name can begin, adopt or create meanwhile: it fails naming the sweep. Every step first
+re-reads those rows under the leases and stops (Done, ``skipped``) when one owns a target.
 """
 
 from __future__ import annotations
@@ -182,10 +185,21 @@ def classify(owned: Owned, journal_id: Optional[str], rows: List[Optional[RowVie
         owned.vm_name, ", ".join("%s: %s" % (r.key, r.state.get("kind")) for r in present))
 
 
+def instance_key(cloud: str, vm_name: str) -> str:
+    """The journal key of ``gpuprov.cloud.instance`` tasks on ``vm_name`` at ``cloud``."""
+    return "%s%s:%s" % (INSTANCE_KEY_PREFIX, cloud, vm_name)
+
+
+def name_keys(vm_name: str, clouds: List[str]) -> List[str]:
+    """The keys whose rows can own ``vm_name``'s resources on ``clouds``: the VM's own and its
+    instance tasks' (the leases a sweep holds while it removes them)."""
+    return [vm_name] + [instance_key(cloud, vm_name) for cloud in sorted(set(clouds))]
+
+
 def rows_for(journal: Optional[Journal], vm_name: Optional[str], cloud: str) -> List[Optional[RowView]]:
     if journal is None or not vm_name:
         return []
-    return [RowView.of(journal, vm_name), RowView.of(journal, "%s%s:%s" % (INSTANCE_KEY_PREFIX, cloud, vm_name))]
+    return [RowView.of(journal, key) for key in name_keys(vm_name, [cloud])]
 
 
 # -- listing --------------------------------------------------------------------------------
@@ -262,18 +276,18 @@ class SweepTeardown(teardown.TeardownMachine):
 
     @staticmethod
     def _owned_now(state: Dict[str, Any], cx) -> str:
-        """Why a run of the VM name owns a target now (empty: none does). The lease this sweep
-        holds on the VM's row is not a run of it."""
-        row = RowView.of(cx.journal, state["vm_name"])
-        if row is None:
-            return ""
-        if cx.journal.holds(row.key, cx.owner):
-            row.running = False
+        """Why a row of the VM name (its own, or an instance task's on a target's cloud) owns a
+        target now (empty: none does). The leases this sweep holds are not runs of it."""
         for t in state["targets"]:
-            why = row_owns(row, Owned(ResourceKind.INSTANCE, "-", Location.from_dict(t["location"]),
-                                      vm_name=state["vm_name"]))
-            if why:
-                return why
+            location = Location.from_dict(t["location"])
+            for row in rows_for(cx.journal, state["vm_name"], location.cloud):
+                if row is None:
+                    continue
+                if cx.journal.holds(row.key, cx.owner):
+                    row.running = False
+                why = row_owns(row, Owned(ResourceKind.INSTANCE, "-", location, vm_name=state["vm_name"]))
+                if why:
+                    return why
         return ""
 
 
@@ -353,7 +367,7 @@ class Sweeper:
         self.lease_ttl = float(lease_ttl_s)
         self.progress = progress
         self._injected = dict(providers or {})
-        self.owner = new_owner()
+        self.owner = new_owner("sweep")
 
     def provider(self, cloud: str, journal_id: Optional[str]):
         if cloud in self._injected:
@@ -395,13 +409,17 @@ class Sweeper:
                     out.append(key)
         return out
 
-    def _run(self, key: str, vm_name: str, act_as: Optional[str], clouds: List[str], initial, name_key: str):
-        """Run one sweep teardown under ``key`` holding the VM row's lease (when it has a row)."""
+    def _run(self, key: str, vm_name: str, act_as: Optional[str], clouds: List[str], initial):
+        """Run one sweep teardown under ``key``, holding the leases of every key that could own
+        the VM name's resources on ``clouds`` (name_keys) for the whole removal: LeaseHeld, with
+        nothing done, while any of them is held by a run."""
         ctx = VmContext(self._settings(vm_name, clouds), journal_id=act_as,
                         providers={c: self._injected[c] for c in clouds if c in self._injected})
+        held: List[str] = []
 
         def on_event(kind: str, data: Dict[str, Any]) -> None:
-            self.journal.renew(name_key, self.owner, self.lease_ttl)
+            for name_key in held:
+                self.journal.renew(name_key, self.owner, self.lease_ttl)
             if kind == "transition":
                 self.progress("[sweep %s] %s -> %s%s" % (vm_name, data["frm"], data["to"],
                                                          ": %s" % data["note"] if data.get("note") else ""))
@@ -409,16 +427,21 @@ class Sweeper:
                 self.progress("[sweep %s] resuming the interrupted sweep teardown %s at %s" % (
                     vm_name, key, data["label"]))
 
-        self.journal.acquire(name_key, self.owner, self.lease_ttl)
         cancel = CancelToken()
-        cancel.install()
         try:
-            executor = Executor(self.journal, SweepTeardown(ctx), owner=self.owner, lease_ttl=self.lease_ttl,
-                                cancel=cancel, on_event=on_event)
-            return executor.run(key, initial)
+            for name_key in name_keys(vm_name, clouds):
+                self.journal.acquire(name_key, self.owner, self.lease_ttl)
+                held.append(name_key)
+            cancel.install()
+            try:
+                executor = Executor(self.journal, SweepTeardown(ctx), owner=self.owner, lease_ttl=self.lease_ttl,
+                                    cancel=cancel, on_event=on_event)
+                return executor.run(key, initial)
+            finally:
+                cancel.uninstall()
         finally:
-            cancel.uninstall()
-            self.journal.release(name_key, self.owner)
+            for name_key in reversed(held):
+                self.journal.release(name_key, self.owner)
 
     def remove(self, entries: List[Dict[str, Any]], include_foreign: bool = False,
                include_legacy: bool = False) -> Dict[str, Any]:
@@ -433,7 +456,7 @@ class Sweeper:
             if key.count(":") == 2:
                 act_as = key.split(":")[1]
             try:
-                self._run(key, state["vm_name"], act_as, clouds, _initial(state["vm_name"], [], []), state["vm_name"])
+                self._run(key, state["vm_name"], act_as, clouds, _initial(state["vm_name"], [], []))
                 resumed.append(key)
             except LeaseHeld as exc:
                 self.progress("[sweep] %s not resumed: %s" % (key, exc))
@@ -442,7 +465,7 @@ class Sweeper:
             clouds = sorted({e["cloud"] for e in group.entries})
             try:
                 outcome = self._run(group.key, group.vm_name, group.act_as, clouds,
-                                    _initial(group.vm_name, group.targets(), group.journal_ids), group.vm_name)
+                                    _initial(group.vm_name, group.targets(), group.journal_ids))
             except LeaseHeld as exc:
                 not_removed.extend(dict(e, error=str(exc)) for e in group.entries)
                 continue

@@ -169,6 +169,79 @@ def test_recreate_replaces_a_vm_that_does_not_match(tmp_path):
     assert live_ids(p) == [out.state["vm"]["instance_id"]] and old not in live_ids(p)
 
 
+class _Crash(BaseException):
+    """The controller dies: nothing after the raise point runs (no commit)."""
+
+
+def _crash_leaving(kind):
+    left = {"n": 1}
+
+    def hook(old, new):
+        if old["kind"] == kind and left["n"]:
+            left["n"] = 0
+            raise _Crash("killed leaving %s for %s" % (kind, new["kind"]))
+    return hook
+
+
+def _recreating(tmp_path):
+    """A Ready VM, then a request it does not match, with recreate: (cloud, world, old instance id)."""
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    w = World(tmp_path, [p])
+    old = w.launch().state["vm"]["instance_id"]
+    p.offers = [offer(A, "r1", instance_type="gpu.8x", gpu="A100", gpu_count=8)]
+    w.settings.request = dataclasses.replace(w.settings.request, gpu="A100", gpu_count=8)
+    w.settings.recreate = True
+    return p, w, old
+
+
+def test_recreate_killed_before_its_teardown_is_journalled_tore_nothing_down_and_plans_again(tmp_path):
+    p, w, old = _recreating(tmp_path)
+    try:
+        w.launch(before_commit=_crash_leaving("Reconciling"))
+    except _Crash:
+        pass
+    assert live_ids(p) == [old] and not p.ops("delete")   # the new request was only planned
+    out = w.launch()
+    assert out.state["kind"] == "Ready" and out.state["vm"]["gpu"] == "A100"
+    assert live_ids(p) == [out.state["vm"]["instance_id"]] and old not in live_ids(p)
+
+
+def test_recreate_killed_while_tearing_the_old_vm_down_finishes_it_then_makes_one_vm(tmp_path):
+    p, w, old = _recreating(tmp_path)
+    try:
+        w.launch(before_commit=_crash_leaving("Compensating"))
+    except _Crash:
+        pass
+    assert w.row().state["kind"] == "Compensating" and w.row().state["then"] == "Planning"
+    out = w.launch()
+    assert out.resumed and out.state["kind"] == "Ready" and out.state["vm"]["gpu"] == "A100"
+    assert live_ids(p) == [out.state["vm"]["instance_id"]] and old not in live_ids(p) and p.calls["create"] == 2
+
+
+def test_recreate_for_a_request_nothing_can_meet_keeps_the_vm(tmp_path):
+    p, w, old = _recreating(tmp_path)
+    p.offers = []   # no cloud has what the new request asks for
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted" and out.state["vm"]["instance_id"] == old
+    assert "nothing was torn down and the VM is kept" in out.state["reason"]
+    assert "gpu: the VM has H100, the request asks for A100" in out.state["reason"]
+    assert live_ids(p) == [old] and not p.ops("delete") and p.calls["create"] == 1
+    assert w.down().state["kind"] == "Done" and live_ids(p) == []   # still the journal's to tear down
+
+
+def test_recreate_when_planning_cannot_answer_keeps_the_vm_after_its_retries(tmp_path):
+    p, w, old = _recreating(tmp_path)
+    p.fail("plan", ProviderError(ErrorKind.TRANSIENT, "the catalog did not answer"), times=None)
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted" and out.state["vm"]["instance_id"] == old
+    assert "cannot tell yet whether the new request can be met" in out.state["reason"]
+    assert live_ids(p) == [old] and not p.ops("delete")
+
+
 def test_recreate_keeps_a_vm_that_matches(tmp_path):
     p = cloud(A)
     w = World(tmp_path, [p], recreate=True)

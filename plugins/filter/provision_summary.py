@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils import money
+
 
 def _get(mapping, *keys):
     """``mapping[k1][k2]...``, None where a level is missing or not a mapping."""
@@ -38,7 +40,7 @@ def provision_summary(result, name, check_mode=False, smoke=None, kubeconfig=Non
         return lines
     vm = result.get("vm") or {}
     price = vm.get("price_per_hour")
-    cost = "" if price is None else ", $%s/h" % price
+    cost = "" if price is None else ", %s" % money.per_hour(price)
     lines.append("%s is up on %s/%s (%s)%s" % (name, vm.get("cloud"), vm.get("region"), vm.get("instance_id"), cost))
     lines.append(_search_line(result.get("search")))
     # The vm task's own login ran the smoke command; a VM it did not run it on ran it through Ansible.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.money import usd
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, Offer, ProviderError, ResourceRequest,
@@ -139,9 +140,9 @@ def choose_offers(planned: List[Offer], prefer: str = "order",
             skipped.append((offer, offer.unavailable_reason or "unavailable"))
         elif max_price_per_hour is not None and price is None:
             skipped.append((offer, "the cloud reports no price, and max_price_per_hour is %s"
-                            % _usd(max_price_per_hour)))
+                            % usd(max_price_per_hour)))
         elif max_price_per_hour is not None and price > max_price_per_hour:
-            skipped.append((offer, "%s/h is above max_price_per_hour %s" % (_usd(price), _usd(max_price_per_hour))))
+            skipped.append((offer, "%s/h is above max_price_per_hour %s" % (usd(price), usd(max_price_per_hour))))
         else:
             chosen.append(offer)
     if prefer == "price":
@@ -150,5 +151,3 @@ def choose_offers(planned: List[Offer], prefer: str = "order",
     return chosen, skipped
 
 
-def _usd(amount: float) -> str:
-    return "$" + ("%.4f" % amount).rstrip("0").rstrip(".")

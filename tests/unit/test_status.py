@@ -122,7 +122,8 @@ def test_limit_zero_shows_every_vm_and_last_zero_no_transitions(tmp_path):
     result = read_status(str(path), limit=0, last=0)
     assert [vm["name"] for vm in result["vms"]] == ["a0", "a1", "a2", "a3"]
     assert all(vm["last_transitions"] == [] for vm in result["vms"])
-    assert result["table"][-1] == "4 VMs" and not any(line.startswith("showing") for line in result["table"])
+    assert result["table"][-1] == "4 VMs, all Ready" and not any(line.startswith("showing") for line in result["table"])
+    assert result["table"].count("4 VMs, all Ready") == 1 and not any(line.startswith("Ready ") for line in result["table"])
 
 
 def test_name_takes_an_exact_name_or_a_shell_pattern(tmp_path):

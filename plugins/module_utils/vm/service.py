@@ -22,7 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     Conflict, Journal, JournalError, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args, request_params
+from ansible_collections.gpuprov.cloud.plugins.module_utils import money, provider_args, request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Location, Offer, ProviderError, validate_vm_name,
@@ -550,7 +550,7 @@ def _before_vm(row) -> Dict[str, Any]:
 
 
 def _price(price: Optional[float]) -> str:
-    return "" if price is None else " ($%s/h)" % ("%.4f" % price).rstrip("0").rstrip(".")
+    return "" if price is None else " (%s)" % money.per_hour(price)
 
 
 def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -167,13 +167,19 @@ def _instance_record(row) -> Dict[str, Any]:
 
 
 def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, name: Optional[str]) -> List[str]:
-    """One line per state with its count, then, when the page left VMs out, how to see them."""
+    """One line per state with its count (when there is more than one state), the total, then, when the
+    page left VMs out, how to see them."""
     if not total:
         return []
-    width = max(len(state) for state in summary)
-    lines = ["%s  %d VM%s" % (state.ljust(width), count, "" if count == 1 else "s")
-             for state, count in sorted(summary.items(), key=lambda item: (-item[1], item[0]))]
-    lines.append("%d VM%s%s" % (total, "" if total == 1 else "s", " matching %s" % name if name else ""))
+    counted = "%d VM%s%s" % (total, "" if total == 1 else "s", " matching %s" % name if name else "")
+    if len(summary) == 1:
+        [state] = summary
+        lines = ["%s, %s%s" % (counted, "all " if total > 1 else "", state)]
+    else:
+        width = max(len(state) for state in summary)
+        lines = ["%s  %d VM%s" % (state.ljust(width), count, "" if count == 1 else "s")
+                 for state, count in sorted(summary.items(), key=lambda item: (-item[1], item[0]))]
+        lines.append(counted)
     if shown < total:
         lines.append("showing the first %d by name (limit=%d): -e limit=0 shows all, -e vm='<name or pattern*>' "
                      "narrows" % (shown, limit))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils import money
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Owned, ResourceKind
 
 ORPHAN = "orphan"
@@ -31,7 +32,7 @@ def cost_per_hour(entries: List[Dict[str, Any]]) -> float:
 
 
 def price_text(value: Optional[float]) -> str:
-    return "-" if value is None else ("%.4f" % value).rstrip("0").rstrip(".") or "0"
+    return "-" if value is None else money.amount(value)
 
 
 def callouts(orphans: List[Dict[str, Any]]) -> List[str]:

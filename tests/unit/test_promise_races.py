@@ -183,3 +183,23 @@ def test_down_on_another_journal_touches_nothing_and_says_what_it_found(home):
     assert _live(home, "svc", made_by) == [up["vm"]["instance_id"]]
     assert VmService(dict(BASE, state="absent", journal=other)).run()["state"] == "Done"
     assert "warnings" not in VmService(dict(BASE, state="absent")).run()
+
+
+def test_down_while_a_sweep_holds_the_name_waits_for_it_and_never_cancels_it(home):
+    import threading
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+    journal = _journal(home)
+    sweeper = new_owner("sweep")
+    journal.acquire("svc", sweeper, 120.0)
+    lines = []
+    let_go = threading.Timer(0.5, lambda: _journal(home).release("svc", sweeper))
+    let_go.start()
+    try:
+        down = VmService(dict(BASE, state="absent"), progress=lines.append).run()
+    finally:
+        let_go.join()
+    assert down["msg"].startswith("waited for the orphan sweep that was removing it; svc has nothing to tear down")
+    assert down["changed"] is False
+    assert any("an orphan sweep (%s) is removing what it found of it" % sweeper in line for line in lines), lines
+    assert journal.query("SELECT key FROM machines WHERE cancel_owner IS NOT NULL") == []
+    journal.close()

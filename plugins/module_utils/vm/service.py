@@ -21,7 +21,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     Conflict, Journal, JournalError, LeaseHeld,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner, owner_role
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money, provider_args, request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -412,19 +412,26 @@ class VmService:
         holder = self.journal.live_holder(name)
         if holder is None or holder == self.owner:
             return ""
-        self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
-        self.progress("[%s] a run (%s) is working on it: asked it to stop, waiting for it" % (name, holder))
+        # A sweep's removal is a teardown already: it is waited for, never cancelled half-way.
+        sweeping = owner_role(holder) == "sweep"
+        if sweeping:
+            self.progress("[%s] an orphan sweep (%s) is removing what it found of it: waiting for it" % (name, holder))
+        else:
+            self.progress("[%s] a run (%s) is working on it: asked it to stop, waiting for it" % (name, holder))
         deadline = time.monotonic() + DOWN_WAIT_FOR_HOLDER_S
         while True:
+            if not sweeping:
+                self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
+            time.sleep(0.2)
             holder = self.journal.live_holder(name)
             if holder is None or holder == self.owner:
-                return "stopped the run that was provisioning it; "
+                return "waited for the orphan sweep that was removing it; " if sweeping else \
+                    "stopped the run that was provisioning it; "
             if time.monotonic() > deadline:
-                raise LeaseHeld("%s is still being worked on by another run (%s) %.0f s after down asked it to "
-                                "stop; nothing was torn down. Re-run down once it has stopped."
-                                % (name, holder, DOWN_WAIT_FOR_HOLDER_S))
-            self.journal.request_cancel(name, holder, "cancelled: down requested by %s" % self.owner)
-            time.sleep(0.2)
+                raise LeaseHeld("%s is still being worked on by another run (%s) %.0f s after down %s; nothing was "
+                                "torn down. Re-run down once it has stopped." % (
+                                    name, holder, DOWN_WAIT_FOR_HOLDER_S,
+                                    "began waiting for it" if sweeping else "asked it to stop"))
 
     def _forget_controller_files(self, name: str, files: ssh.ControllerFiles,
                                  result: Dict[str, Any]) -> Dict[str, Any]:
@@ -493,7 +500,8 @@ class VmService:
             projection.delete_vm(self.journal, name)
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
-            result = {"changed": bool(stopped), "state": row.label if row else "absent",
+            # Stopping a provision changed something (it compensated); waiting for a sweep did not.
+            result = {"changed": stopped.startswith("stopped"), "state": row.label if row else "absent",
                       "journal": self.journal_path, "before_vm": before, "after_vm": {}}
             return self._forget_controller_files(name, files, self._nothing_here(ctx, name, row, result, stopped))
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,

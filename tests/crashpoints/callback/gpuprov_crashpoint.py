@@ -7,7 +7,8 @@ The crash-point harness (tests/crashpoints/harness.py) enables this callback wit
 ANSIBLE_CALLBACK_PLUGINS / ANSIBLE_CALLBACKS_ENABLED. Loaded in the controller's main
 process, before any worker forks, it wraps the gpuprov classes in place:
 
-  * every journal commit: ``Journal.begin`` and ``Journal.transition`` (before and after);
+  * every journal commit: ``Journal.begin`` and ``Journal.transition`` (before and after), and
+    ``PgJournal``'s, where a PostgreSQL journal is importable;
   * every provider primitive of every importable adapter: plan, prepare, create, observe,
     delete, cleanup (before and after);
   * every step inside an adapter's ``create`` and ``delete``: each call made directly from
@@ -364,11 +365,16 @@ def install(points: Points) -> None:
 
     journal = importlib.import_module(_MU + "machine.journal")
     registry = importlib.import_module(_MU + "providers.registry")
-    cls = journal.Journal
-    if not getattr(cls.transition, "crashpoint_wrapped", False):
-        cls.begin = _wrap_commit(points, cls.begin, lambda a: ("begin %s" % _short(a.get("label")), a.get("label")))
-        cls.transition = _wrap_commit(points, cls.transition, lambda a: (
-            "%s -> %s" % (_short(a.get("from_label")), _short(a.get("label"))), a.get("label")))
+    classes = [journal.Journal]
+    try:   # a PostgreSQL journal's commits are the same points (the soak's shared journal)
+        classes.append(importlib.import_module(_MU + "machine.journal_pg").PgJournal)
+    except ImportError:
+        pass
+    for cls in classes:
+        if not getattr(cls.transition, "crashpoint_wrapped", False):
+            cls.begin = _wrap_commit(points, cls.begin, lambda a: ("begin %s" % _short(a.get("label")), a.get("label")))
+            cls.transition = _wrap_commit(points, cls.transition, lambda a: (
+                "%s -> %s" % (_short(a.get("from_label")), _short(a.get("label"))), a.get("label")))
     for cloud in sorted(registry.ADAPTERS):
         module_name, class_name = registry.ADAPTERS[cloud]
         try:

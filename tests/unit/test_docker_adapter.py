@@ -241,10 +241,14 @@ def test_gpu_ask_without_gpu_runtime_is_an_unavailable_offer(provider, engine):
         assert "without a GPU" in offer.unavailable_reason
 
 
-def test_other_regions_make_the_offer_unavailable(provider):
-    offer = provider.plan(ResourceRequest(vm_name="plan3", regions=["us-east-1"]))[0]
-    assert not offer.available and "local" in offer.unavailable_reason
+def test_other_regions_are_an_invalid_request(provider):
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="plan3", regions=["us-east-1"]))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert "us-east-1" in info.value.msg and "its regions: local" in info.value.msg
     assert provider.plan(ResourceRequest(vm_name="plan3", regions=["local"]))[0].available
+    # regions is shared by the request's clouds: another cloud's region next to this one's is no error
+    assert provider.plan(ResourceRequest(vm_name="plan3", regions=["us-east-1", "local"]))[0].available
 
 
 def test_plan_rejects_a_bad_vm_name(provider):

@@ -56,7 +56,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.docker import (
     DEFAULT_BASE_IMAGE, OPTIONS,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import require_sdk
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, require_sdk
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 
 try:
@@ -291,6 +291,7 @@ class DockerProvider(TypedOptionsProvider):
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
         validate_vm_name(request.vm_name)
+        check_regions("the docker cloud", request.regions, [REGION])   # its one region
         try:
             info = self._client("plan").info()
         except Exception as exc:
@@ -302,12 +303,6 @@ class DockerProvider(TypedOptionsProvider):
             price_per_hour=0.0, spot=False,
             detail={"engine": info.get("ServerVersion"), "runtimes": runtimes, "gpu_runtime": has_gpu},
         )
-        if request.regions and REGION not in request.regions:
-            offer.available = False
-            offer.unavailable_reason = (
-                "the docker cloud has one region, %r; requested regions: %s"
-                % (REGION, ", ".join(request.regions)))
-            return [offer]
         if request.gpu:
             if has_gpu:
                 # The engine can hand GPUs to containers; which model it has is not

@@ -40,6 +40,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ResourceKind, ResourceRequest, SshEndpoint, Status, tag_changes,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.local import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 
 REGION = "local"
@@ -356,6 +357,7 @@ class LocalProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "gpu: the local cloud has no GPUs (asked for %s); ask for gpu=none or name a "
                                 "cloud that has one" % request.gpu)
+        check_regions("the local cloud", request.regions, [REGION])   # its one region
         self._sshd()
         return [Offer(cloud=self.name, region=REGION, instance_type=INSTANCE_TYPE, gpu=None, gpu_count=0,
                       price_per_hour=0.0, detail={"root": self.root})]

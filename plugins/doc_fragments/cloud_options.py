@@ -694,8 +694,8 @@ options:
             description: 'The Python Ansible uses on the instance. Unset: Ansible''s interpreter discovery.'
             type: str
           region:
-            description: The region of C(project_id) (offers are in it; a request naming other regions gets
-              none).
+            description: The region of C(project_id) (offers are in it; a request naming only other regions
+              is refused, naming it).
             type: str
             default: eu-north1
           request_timeout_s:

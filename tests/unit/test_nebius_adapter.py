@@ -81,8 +81,15 @@ def test_spot_offers_are_preemptible_and_priced_as_such(fake):
     assert offers[0].spot and offers[0].price_per_hour == 1.475
 
 
-def test_another_region_gets_no_offers_and_prices_can_be_off(fake):
-    assert adapter(fake).plan(ResourceRequest(vm_name="u", gpu="H100", regions=["us-central1"])) == []
+def test_another_region_is_refused_naming_the_projects_and_prices_can_be_off(fake):
+    provider = adapter(fake)
+    before = len(fake.calls)
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="u", gpu="H100", regions=["us-central1"]))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("regions:")
+    assert "us-central1" in info.value.msg and provider.options["region"] in info.value.msg
+    assert len(fake.calls) == before   # refused before any call
+    assert provider.plan(ResourceRequest(vm_name="u", gpu="H100", regions=["us-central1", provider.options["region"]]))
     offers = adapter(fake, prices=False).plan(ResourceRequest(vm_name="u", gpu="H100"))
     assert offers and all(o.price_per_hour is None for o in offers)
     assert not [c for c in fake.calls if c[0] == "calculator.estimate_batch"][1:]

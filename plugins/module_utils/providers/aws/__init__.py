@@ -52,7 +52,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
-    DEFAULT_SSH_USER, image_defaults, regions_for, rungs_for,
+    DEFAULT_REGIONS, DEFAULT_SSH_USER, REGIONS, image_defaults, looks_like_region, regions_for, rungs_for,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import (
     GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
@@ -62,7 +62,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_opti
     DEFAULT_CONTROLLER_IP_URL, OPTIONS,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
-    cidr_list, classified, require_sdk, tcp_ports,
+    check_regions, cidr_list, classified, require_sdk, tcp_ports,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
@@ -93,6 +93,18 @@ _TAG_VALUE_RE = re.compile(r"^[\w .:/=+\-@]{0,256}$")
 
 # Every SDK exception a primitive lets out leaves it classified.
 _classified = classified(classify_error, (BotoCoreError, ClientError))
+
+
+def _sdk_regions() -> set:
+    """Every region of every partition in the installed botocore's endpoint data (no API call; about
+    0.3 s, so only read for a requested name the catalog does not know)."""
+    try:
+        import botocore.session
+        session = botocore.session.get_session()
+        return {region for partition in session.get_available_partitions()
+                for region in session.get_available_regions("ec2", partition_name=partition)}
+    except (ImportError, BotoCoreError):
+        return set()
 
 
 def journal_suffix(journal_id: Optional[str]) -> str:
@@ -136,7 +148,7 @@ class AwsProvider(TypedOptionsProvider):
         validate_vm_name(request.vm_name)
         gpu = canonical_gpu(request.gpu)
         rungs = rungs_for(gpu, request.gpu_count)
-        regions = regions_for(request.regions, self.options.get("regions"))
+        regions = regions_for(self._requested_regions(request.regions), self.options.get("regions"))
         spot = bool(request.spot)
         return [
             Offer(cloud=self.name, region=region, instance_type=rung.instance_type, gpu=rung.gpu,
@@ -144,6 +156,15 @@ class AwsProvider(TypedOptionsProvider):
                   detail={"vcpus": rung.vcpus, "memory_gib": rung.memory_gib, "on_demand_price": rung.price})
             for rung in rungs for region in regions
         ]
+
+    @staticmethod
+    def _requested_regions(requested: List[str]) -> List[str]:
+        """The requested regions AWS has (catalog.REGIONS; for an AWS-looking name the catalog lacks,
+        the installed botocore's list too), or InvalidRequest naming AWS's when it has none of them."""
+        known = set(REGIONS)
+        if any(r not in known and looks_like_region(r) for r in requested or []):
+            known |= _sdk_regions()
+        return check_regions("aws", requested, known, first=DEFAULT_REGIONS)
 
     @_classified
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:

@@ -28,6 +28,20 @@ Rung = collections.namedtuple("Rung", "gpu count instance_type vcpus memory_gib 
 # first (most GPU types and capacity), then the two large EU ones.
 DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1")
 
+# The regions AWS has: every region of its partitions (commercial, China, GovCloud, the ISO
+# partitions and the European Sovereign Cloud) in botocore's endpoint data (1.40). A request
+# naming a region that looks like an AWS one and is not here is looked up in the installed
+# botocore's list too (a newer SDK knows a newer region) before plan calls it unknown.
+REGIONS = (
+    "af-south-1", "ap-east-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
+    "ap-southeast-6", "ap-southeast-7", "ca-central-1", "ca-west-1", "cn-north-1", "cn-northwest-1",
+    "eu-central-1", "eu-central-2", "eu-isoe-west-1", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1",
+    "eu-west-2", "eu-west-3", "eusc-de-east-1", "il-central-1", "me-central-1", "me-south-1", "mx-central-1",
+    "sa-east-1", "us-east-1", "us-east-2", "us-gov-east-1", "us-gov-west-1", "us-iso-east-1", "us-iso-west-1",
+    "us-isob-east-1", "us-isob-west-1", "us-isof-east-1", "us-isof-south-1", "us-west-1", "us-west-2",
+)
+
 # Within one (gpu, count), rungs are listed cheapest first; plan keeps that order.
 # Only types the default GPU image supports are here: its open NVIDIA kernel modules
 # need a Turing or newer GPU, so the V100 (p3, Volta) is left out; see LEFT_OUT.
@@ -108,7 +122,12 @@ DEFAULT_IMAGES = {
 }
 DEFAULT_SSH_USER = "ubuntu"  # both default images
 
-_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")
+_REGION_RE = re.compile(r"^[a-z]{2,4}(-[a-z]+)+-[0-9]$")
+
+
+def looks_like_region(name: Any) -> bool:
+    """Whether ``name`` has the shape of an AWS region name (us-east-1, us-gov-west-1, eusc-de-east-1)."""
+    return isinstance(name, str) and bool(_REGION_RE.match(name))
 
 
 def rungs_for(gpu: Optional[str], gpu_count: Any) -> List[Rung]:
@@ -141,7 +160,7 @@ def regions_for(requested: Any, default: Any = None) -> Tuple[str, ...]:
         regions = [r.strip() for r in regions.split(",") if r.strip()]
     out: List[str] = []
     for region in regions:
-        if not isinstance(region, str) or not _REGION_RE.match(region):
+        if not looks_like_region(region):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "regions: %r is not an AWS region name (e.g. us-east-1)" % (region,))
         if region not in out:

@@ -22,7 +22,8 @@ OPTIONS = dict(
         "project's parent, read with C(nebius.iam.v2.ProjectService.Get). An advisor that cannot be consulted "
         "leaves every offer available, saying why in the offer's detail.")),
     region=dict(type="str", default="eu-north1", description=(
-        "The region of C(project_id) (offers are in it; a request naming other regions gets none).")),
+        "The region of C(project_id) (offers are in it; a request naming only other regions is refused, "
+        "naming it).")),
     iam_token=dict(type="str", no_log=True, fallback=shared.from_environment("NEBIUS_IAM_TOKEN"), description=(
         "An IAM access token (C(nebius iam get-access-token)), never logged. Unset: E(NEBIUS_IAM_TOKEN), as the "
         "SDK reads it. Exclusive with the service-account options.")),

@@ -29,6 +29,7 @@ accelerator type and whether the GPUs are attached (N1) or built in.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -36,7 +37,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
+    check_regions, cidr_list, require_sdk, tcp_ports,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog
@@ -202,8 +205,9 @@ class GcpProvider(TypedOptionsProvider):
             regions = list(catalog.DEFAULT_REGIONS)
         return regions or None, zones or None
 
-    def _zones_listing(self, kind: str, names) -> Dict[str, set]:
-        """name -> zones listing it, from one aggregatedList (all pages) filtered by name."""
+    def _zones_listing(self, kind: str, names, scopes: Optional[set] = None) -> Dict[str, set]:
+        """name -> zones listing it, from one aggregatedList (all pages) filtered by name; every zone
+        the answer has a scope for (those without such a type too) is added to ``scopes``."""
         pattern = "|".join(sorted(names))
         if kind == "machine_types":
             request = compute_v1.AggregatedListMachineTypesRequest(
@@ -218,6 +222,8 @@ class GcpProvider(TypedOptionsProvider):
         found: Dict[str, set] = {}
         for scope, scoped in pairs:
             zone = scope.split("/", 1)[1] if scope.startswith("zones/") else scope
+            if scopes is not None and scope.startswith("zones/"):
+                scopes.add(zone)
             for item in getattr(scoped, attr):
                 if item.name in names and item.deprecated.state not in ("DELETED", "OBSOLETE"):
                     found.setdefault(item.name, set()).add(zone)
@@ -227,8 +233,13 @@ class GcpProvider(TypedOptionsProvider):
         gpu = canonical_gpu(request.gpu)
         spot = bool(request.spot)
         rungs = catalog.select_rungs(gpu, request.gpu_count if gpu else 0, spot)
-        regions, zones = self._zone_filter(request)
-        by_type = self._zones_listing("machine_types", {r.machine_type for r in rungs})
+        # The regions GCP has: those of every zone the aggregated list has a scope for (it lists each zone
+        # of the project's reach, with a "no results" warning where no type matched).
+        seen: set = set()
+        by_type = self._zones_listing("machine_types", {r.machine_type for r in rungs}, seen)
+        asked = check_regions("gcp", request.regions, {catalog.region_of(z) for z in seen},
+                              first=catalog.DEFAULT_REGIONS)
+        regions, zones = self._zone_filter(dataclasses.replace(request, regions=asked))
         attached = {r.accelerator for r in rungs if r.attached}
         by_accel = self._zones_listing("accelerator_types", attached) if attached else {}
         offers = []

@@ -44,7 +44,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, require_sdk, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
+    check_regions, cidr_list, require_sdk, tcp_ports,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import capacity, catalog, operations
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import (
@@ -192,8 +194,10 @@ class NebiusProvider(TypedOptionsProvider):
         want = canonical_gpu(request.gpu)
         count = max(int(request.gpu_count or 1), 1) if want else 0
         region = self.options["region"]
-        if request.regions and region not in request.regions:
-            return []  # the project lives in one region, not among those asked
+        # A project lives in one region: the only one this adapter has.
+        check_regions("nebius", request.regions, [region],
+                      its="the region of project %s (cloud_options.nebius.region; another region needs a project "
+                          "there, cloud_options.nebius.project_id)" % self.project)
         platforms = self._platforms()
         offers, seen_counts = [], []
         for platform in platforms:

@@ -46,7 +46,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean.errors import (
     KEY_IN_USE, PENDING_EVENT, RULES, retry_after_from_reset,
@@ -132,11 +132,17 @@ class DigitalOceanProvider(TypedOptionsProvider):
                                                            "droplets only")
         want = canonical_gpu(request.gpu)
         count = max(int(request.gpu_count or 1), 1)
-        asked = list(request.regions or self.options["regions"] or [])
+        sizes = self._list("/sizes", "sizes")
+        # The regions DigitalOcean has: those any size lists (the CPU sizes are in every region), and
+        # those its GPU docs name.
+        asked = (check_regions("digitalocean", request.regions,
+                               {r for size in sizes for r in self._regions(size)} | set(GPU_REGIONS),
+                               first=GPU_REGIONS)
+                 or list(self.options["regions"] or []))
         cpu_sizes = list(self.options["cpu_sizes"] or [])
         picked: List[Tuple[Dict[str, Any], Optional[str], int, Optional[str]]] = []
         seen_counts = []
-        for size in self._list("/sizes", "sizes"):
+        for size in sizes:
             slug = size.get("slug")
             if not isinstance(slug, str) or catalog.is_spot(slug):
                 continue

@@ -42,7 +42,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.hyperstack import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack.errors import ALREADY_EXIST, RULES
@@ -160,8 +160,10 @@ class HyperstackProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "spot: hyperstack offers no spot VMs through this API")
         want = canonical_gpu(request.gpu)
         count = max(int(request.gpu_count or 1), 1)
-        asked = list(request.regions or self.options["regions"] or [])
         flavors = self._flavors()
+        # The regions Hyperstack has: those of its flavors (listed whether in stock or not).
+        asked = (check_regions("hyperstack", request.regions, {f["region_name"] for f in flavors if f["region_name"]})
+                 or list(self.options["regions"] or []))
         prices = self._prices()
         offers, seen_counts = [], []
         for flavor in flavors:

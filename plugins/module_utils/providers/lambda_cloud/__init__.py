@@ -40,7 +40,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.lambda_cloud import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import cidr_list, tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.errors import (
@@ -108,9 +108,13 @@ class LambdaProvider(TypedOptionsProvider):
         want = canonical_gpu(request.gpu)
         count = max(int(request.gpu_count or 1), 1)
         listing = self._get("/instance-types", dict)
-        asked = list(request.regions or self.options["regions"] or [])
         with_capacity = sorted({r for entry in listing.values() if isinstance(entry, dict)
                                 for r in self._capacity(entry)})
+        # The regions Lambda has: its documented PublicRegionCode enum, and any other the answer lists
+        # capacity in (a region with none free now stays a known region: its offers are unavailable).
+        asked = (check_regions("lambda", request.regions, set(catalog.KNOWN_REGIONS) | set(with_capacity),
+                               first=with_capacity)
+                 or list(self.options["regions"] or []))
         offers, seen_counts = [], []
         for entry in listing.values():
             kind = entry.get("instance_type") if isinstance(entry, dict) else None

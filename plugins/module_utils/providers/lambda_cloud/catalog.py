@@ -44,7 +44,8 @@ STATUSES = {
 GONE = "terminated"
 
 # The regions of Lambda's PublicRegionCode enum (OpenAPI v1): where an instance type with
-# no capacity anywhere is reported unavailable when the request names no region.
+# no capacity anywhere is reported unavailable when the request names no region, and (with
+# any other region the answer lists capacity in) the regions a request may name.
 KNOWN_REGIONS = (
     "us-east-1", "us-east-2", "us-east-3", "us-west-1", "us-west-2", "us-west-3", "us-south-1", "us-south-2",
     "us-south-3", "us-midwest-1", "us-midwest-2", "europe-central-1", "asia-northeast-1", "asia-northeast-2",

@@ -37,6 +37,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.massedcompute import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.massedcompute.errors import NO_VALID_VMS, RULES
@@ -72,6 +73,7 @@ class MassedComputeProvider(TypedOptionsProvider):
     def api(self) -> RestClient:
         """The REST client, made on first use (capabilities and option checks need no key)."""
         if self._client is None:
+            self.check_credentials()   # names cloud_options.massedcompute's key and its variable
             self._client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
                                       name="massedcompute", rules=RULES,
                                       timeout=(10.0, self.options["request_timeout_s"] or 60.0))
@@ -113,7 +115,14 @@ class MassedComputeProvider(TypedOptionsProvider):
         want = canonical_gpu(request.gpu)
         count = max(int(request.gpu_count or 1), 1)
         inventory = self._get("/gpu-inventory", "gpu_inventory", dict)
-        asked = list(request.regions or self.options["regions"] or [])
+        # Massed Compute documents no list of its regions: the ones it has are those this answer names
+        # for any product (not only the one asked for; a region out of every product now is missing), and
+        # "any", its launch's own. An answer naming none cannot tell (check_regions).
+        known = {r["name"] if isinstance(r, dict) else r for product in inventory.values() if isinstance(product, dict)
+                 for r in product.get("regions_with_capacity_available") or []
+                 if (isinstance(r, dict) and isinstance(r.get("name"), str)) or isinstance(r, str)}
+        asked = (check_regions("massedcompute's inventory", request.regions, known | {ANY_REGION} if known else known)
+                 or list(self.options["regions"] or []))
         offers, seen_counts = [], []
         for product in inventory.values():
             kind = product.get("instance_type") if isinstance(product, dict) else None

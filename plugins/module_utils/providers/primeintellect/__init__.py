@@ -28,6 +28,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.primeintellect import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect import catalog
@@ -114,10 +115,19 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         if self.options["security"] != "any":
             params["security"] = self.options["security"]
         paging = PageNumber(param="page", size_param="page_size", size=PAGE_SIZE, total_field="totalCount")
-        wanted_regions = {r.lower() for r in (request.regions or self.options["regions"] or []) if r}
+        items = list(self.client.paginate(AVAILABILITY, items="items", paging=paging, params=params))
+        # Prime Intellect documents no list of its locations: the ones it has are the data centers,
+        # countries and regions of this answer (the offers it lists now of the GPU type and count asked;
+        # a location without one is missing). An answer with no offer at all cannot tell (check_regions).
+        known = {str(item.get(field)) for item in items if isinstance(item, dict)
+                 for field in ("dataCenter", "country", "region") if item.get(field)}
+        asked = check_regions("primeintellect's availability", request.regions, known, fold=True,
+                              its="the data centers, countries and regions it lists %s in" % (
+                                  "%d x %s" % (count, gpu) if gpu else "CPU nodes"))
+        wanted_regions = {r.lower() for r in (asked or self.options["regions"] or []) if r}
         providers = {p.lower() for p in self.options["providers"] or [] if p}
         offers = []
-        for item in self.client.paginate(AVAILABILITY, items="items", paging=paging, params=params):
+        for item in items:
             if not isinstance(item, dict) or item.get("gpuType") not in types:
                 continue
             if gpu and item.get("gpuCount") != count:

@@ -42,7 +42,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.runpod import OPTIONS
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import tcp_ports
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, tcp_ports
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
@@ -121,7 +121,13 @@ class RunpodProvider(TypedOptionsProvider):
         gpus = body.get("gpus") if isinstance(body, dict) else None
         if not isinstance(gpus, list):
             raise self._malformed("GET /v2/catalog/gpus", "expected {\"gpus\": [...]}")
-        regions = [r for r in (request.regions or self.options["regions"] or []) if r]
+        # The data centers RunPod has: every one this answer lists for any GPU type (not only the one
+        # asked for, so a data center out of it now still counts), rather than one more call to
+        # GET /v2/catalog/datacenters; an answer naming none cannot tell (check_regions).
+        known = {dc.get("id") for gpu_type in gpus if isinstance(gpu_type, dict)
+                 for dc in gpu_type.get("dataCenters") or [] if isinstance(dc, dict) and dc.get("id")}
+        regions = (check_regions("runpod's GPU catalog", request.regions, known, its="its data centers")
+                   or [r for r in self.options["regions"] or [] if r])
         offers: List[Offer] = []
         ceilings = []
         for gpu_type in gpus:

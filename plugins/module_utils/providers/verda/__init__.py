@@ -57,6 +57,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.verda import (
     DEFAULT_IMAGE, OPTIONS,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
@@ -115,6 +116,7 @@ class VerdaProvider(TypedOptionsProvider):
     def _api(self) -> RestClient:
         """The REST client, built on first use (a missing credential is Credentials then)."""
         if self._client is None:
+            self.check_credentials()   # names cloud_options.verda's key and its variable
             base = (self.options["api_url"] or "").rstrip("/")
             token = ClientCredentialsToken(base + "/oauth2/token", self.options["client_id"],
                                            self.options["client_secret"], name=self.name)
@@ -198,7 +200,8 @@ class VerdaProvider(TypedOptionsProvider):
         least = min(catalog.gpu_count(t) for t in fits)
         chosen = [t for t in fits if catalog.gpu_count(t) == least]
 
-        regions = [r for r in (request.regions or self.options["regions"] or sorted(available)) if r]
+        regions = (self._known_locations(request.regions, available)
+                   or [r for r in (self.options["regions"] or sorted(available)) if r])
         offers = []
         for rank, region in enumerate(regions):
             for itype in chosen:
@@ -219,6 +222,14 @@ class VerdaProvider(TypedOptionsProvider):
         offers.sort(key=lambda o: (not o.available, o.price_per_hour is None, o.price_per_hour or 0.0,
                                    o.detail["rank"], o.instance_type))
         return offers
+
+    def _known_locations(self, requested: List[str], available: Dict[str, set]) -> List[str]:
+        """The requested locations Verda has (catalog.LOCATIONS, those the availability answer names, and
+        where the request names none of them, GET /locations: Verda's own list), or InvalidRequest."""
+        known = set(catalog.LOCATIONS) | set(available)
+        if requested and not known & set(requested):
+            known |= {loc.get("code") for loc in self._list("locations") if isinstance(loc.get("code"), str)}
+        return check_regions("verda", requested, known, first=sorted(available))
 
     def _ssh_user(self) -> str:
         return self.options["ssh_user"] or "root"

@@ -25,6 +25,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus impor
 
 # Verda documents at most 100 characters of instance description (brevdev/cloud keeps to it).
 DESCRIPTION_MAX = 100
+# Verda's locations as its Python SDK lists them (verda.constants.Locations, 1.x); plan also takes
+# those the availability answer names and, for a request naming none of these, GET /locations.
+LOCATIONS = ("FIN-01", "FIN-02", "FIN-03", "ICE-01")
 _MEMORY_SUFFIX = re.compile(r"\s+(\d+)\s*GB$")
 _SPELLING = re.compile(r"NVIDIA|TESLA|[\s_-]")
 _JOURNAL_IN_DESCRIPTION = re.compile(r"(?:^|\s)%s=(\S+)" % re.escape(JOURNAL_ID_TAG))

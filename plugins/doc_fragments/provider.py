@@ -84,7 +84,12 @@ options:
     type: int
     default: 1
   regions:
-    description: Regions to plan in; empty means each cloud's documented default list.
+    description:
+      - Regions to plan in; empty means each cloud's documented default list.
+      - The list is shared by the clouds of O(clouds); each plans in those it has and leaves the others out.
+        A cloud that has none of them (a typo, or only other clouds' regions) refuses the request when it plans
+        (InvalidRequest naming the requested regions and the ones it has) and nothing is made there; the task
+        fails when no cloud can plan.
     type: list
     elements: str
     default: []

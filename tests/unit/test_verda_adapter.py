@@ -78,6 +78,22 @@ def test_plan_orders_available_then_cheapest_and_honours_regions(fake):
         ("FIN-01", True, 1.29), ("FIN-03", False, 1.29)]
 
 
+def test_plan_in_a_location_verda_has_without_capacity_is_unavailable_not_refused(fake, monkeypatch):
+    from ansible_collections.gpuprov.cloud.tests.fakes import verda_api
+    monkeypatch.setattr(verda_api, "LOCATIONS", verda_api.LOCATIONS + [{"code": "NEW-01", "name": "New 1"}])
+    provider = _provider(fake)
+    offers = provider.plan(ResourceRequest(vm_name="x", gpu="H100", regions=["NEW-01"]))
+    assert [(o.region, o.available) for o in offers] == [("NEW-01", False)]   # GET /locations knows it
+    assert len(fake.calls_of("locations.list")) == 1
+    provider.plan(ResourceRequest(vm_name="x", gpu="H100", regions=["FIN-01"]))
+    assert len(fake.calls_of("locations.list")) == 1   # asked only for a location the rest does not know
+    with pytest.raises(ProviderError) as info:
+        provider.plan(ResourceRequest(vm_name="x", gpu="H100", regions=["FIN-1"]))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.msg.startswith("regions: verda has no region FIN-1 (did you mean FIN-01")
+    assert "NEW-01" in info.value.msg and "ICE-01" in info.value.msg
+
+
 def test_plan_least_count_that_fits_and_cpu(fake):
     offers = _provider(fake).plan(ResourceRequest(vm_name="x", gpu="H100", gpu_count=2, regions=["FIN-03"]))
     assert [(o.instance_type, o.gpu_count) for o in offers] == [("2H100.80S.60V", 2)]

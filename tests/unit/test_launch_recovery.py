@@ -252,6 +252,39 @@ def test_recreate_keeps_a_vm_that_matches(tmp_path):
     assert out.state["kind"] == "Ready" and out.state["vm"]["instance_id"] == first and out.state["reused"]
 
 
+class _PlacedCloud(ScriptedProvider):
+    """A cloud whose plan takes an offer to answer its country too, ignoring case (as Prime Intellect's
+    data center, country or region)."""
+
+    regions_fold = True
+
+    def offer_places(self, offer):
+        return [offer.region, "US"]
+
+
+def test_regions_are_judged_on_a_rerun_exactly_as_plan_matched_the_offer(tmp_path):
+    p = _PlacedCloud(A, [offer(A, "r1")])
+    w = World(tmp_path, [p], recreate=True)
+    first = w.launch().state["vm"]
+    assert first["places"] == ["r1", "US"] and first["regions_fold"] is True
+    for regions in (["us"], ["R1"], ["eu", "US"]):
+        w.settings.request = dataclasses.replace(w.settings.request, regions=regions)
+        out = w.launch()
+        # Never a mismatch, so never a recreate: the same VM, reused.
+        assert out.state["kind"] == "Ready" and out.state["vm"]["instance_id"] == first["instance_id"], regions
+    w.settings.request = dataclasses.replace(w.settings.request, regions=["eu"])
+    w.settings.recreate = False
+    out = w.launch()
+    assert out.state["kind"] == "Aborted" and "regions: the VM is in r1, the request allows eu" in out.state["reason"]
+    assert live_ids(p) == [first["instance_id"]] and p.calls["create"] == 1
+
+
+def test_a_vm_record_written_before_places_is_judged_by_its_region_and_zone():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import in_regions
+    old = {"location": {"cloud": A, "region": "r1", "zone": "r1-b"}}
+    assert in_regions(old, ["r1"]) and in_regions(old, ["r1-b"]) and not in_regions(old, ["R1", "r2"])
+
+
 def test_a_vm_on_a_cloud_no_longer_listed_is_a_mismatch(tmp_path):
     a, b = cloud(A), cloud(B)
     w = World(tmp_path, [a, b], clouds=[A])

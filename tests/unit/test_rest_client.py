@@ -563,12 +563,103 @@ def test_page_cap_is_a_classified_error(httpserver):
     assert got == [1, 2, 3] and len(httpserver.log) == 3
 
 
-def test_a_next_link_that_repeats_is_refused(httpserver):
+def test_a_next_link_that_repeats_ends_the_listing(httpserver):
     _numbered_pages(httpserver, "/droplets", [[1], [2]], lambda n: "/v1/droplets?page=2")
-    with pytest.raises(RestError) as info:
-        list(make_client(httpserver).paginate("/droplets", items="things"))
-    assert info.value.kind == K.FAILED and "repeats" in info.value.msg
+    assert list(make_client(httpserver).paginate("/droplets", items="things")) == [1, 2]
     assert len(httpserver.log) == 2
+
+
+def test_a_next_link_back_to_the_first_page_ends_the_listing(httpserver):
+    _numbered_pages(httpserver, "/droplets", [[1], [2]], lambda n: "/v1/droplets?page=%d" % (n % 2 + 1))
+    paging = NextLink()
+    assert list(make_client(httpserver).paginate("/droplets", items="things", paging=paging,
+                                                 params={"page": 1})) == [1, 2]
+    assert [req.args["page"] for req, _response in httpserver.log] == ["1", "2"]
+
+
+def _ignoring_paging(server, path, body):
+    """A server that answers every page of ``path`` with ``body`` (it ignores the page query)."""
+    server.expect_request("/v1" + path).respond_with_json(body)
+
+
+def test_page_numbers_end_at_the_total_when_the_server_ignores_the_page(httpserver):
+    # Issue 24: Hyperstack answered every page=N with the same item, count 1, page_size 1.
+    _ignoring_paging(httpserver, "/vms", {"instances": [{"id": 7}], "count": 1, "page_size": 1})
+    paging = PageNumber("page", size_param="pageSize", size=1, total_field="count")
+    assert list(make_client(httpserver).paginate("/vms", items="instances", paging=paging)) == [{"id": 7}]
+    assert len(httpserver.log) == 1
+
+
+def test_next_links_end_at_the_total_when_the_server_ignores_the_page(httpserver):
+    def handler(request):
+        number = int(request.args.get("page", "1"))
+        return Response(json.dumps({"things": [1, 2], "meta": {"total": 2},
+                                    "links": {"pages": {"next": "/v1/droplets?page=%d" % (number + 1)}}}),
+                        content_type="application/json")
+    httpserver.expect_request("/v1/droplets").respond_with_handler(handler)
+    paging = NextLink(total_field="meta.total")
+    assert list(make_client(httpserver).paginate("/droplets", items="things", paging=paging)) == [1, 2]
+    assert len(httpserver.log) == 1
+
+
+def test_a_repeated_page_without_a_total_is_the_whole_listing(httpserver):
+    _ignoring_paging(httpserver, "/scripts", [{"id": "a"}, {"id": "b"}])
+    paging = PageNumber("page", size_param="pageSize", size=2)
+    assert list(make_client(httpserver).paginate("/scripts", paging=paging)) == [{"id": "a"}, {"id": "b"}]
+    assert [req.args["page"] for req, _response in httpserver.log] == ["1", "2"]
+
+
+def test_a_repeated_page_before_the_total_came_is_failed(httpserver):
+    _ignoring_paging(httpserver, "/pods", {"data": [1, 2], "total_count": 5})
+    paging = PageNumber("offset", size_param="limit", size=2, total_field="total_count")
+    got = []
+    with pytest.raises(RestError) as info:
+        for item in make_client(httpserver).paginate("/pods", items="data", paging=paging):
+            got.append(item)
+    assert info.value.kind == K.FAILED
+    assert "does not page" in info.value.msg and "2 of the 5 items" in info.value.msg, info.value.msg
+    assert got == [1, 2] and len(httpserver.log) == 2
+
+
+def test_a_repeated_next_link_before_the_total_came_is_failed(httpserver):
+    _numbered_pages(httpserver, "/droplets", [[1], [2], [3]], lambda n: "/v1/droplets?page=2")
+    with pytest.raises(RestError) as info:
+        list(make_client(httpserver).paginate("/droplets", items="things", paging=NextLink(total_field="meta.total")))
+    assert info.value.kind == K.FAILED and "2 of the 3 items" in info.value.msg, info.value.msg
+    assert len(httpserver.log) == 2
+
+
+def test_items_a_page_repeats_are_listed_once(httpserver):
+    _numbered_pages(httpserver, "/gpus", [[1, 2], [2, 3], [3]], lambda n: None)
+    paging = PageNumber("page", size_param="page_size", size=2, total_field="meta.total")
+    assert list(make_client(httpserver).paginate("/gpus", items="things", paging=paging)) == [1, 2, 3]
+    assert len(httpserver.log) == 3
+
+
+def test_a_cursor_that_repeats_ends_the_listing(httpserver):
+    def handler(request):
+        items = ["b"] if request.args.get("cursor") else ["a"]
+        return Response(json.dumps({"data": {"items": items, "next_cursor": "c2"}}), content_type="application/json")
+    httpserver.expect_request("/v1/keys").respond_with_handler(handler)
+    got = list(make_client(httpserver).paginate("/keys", items="data.items", paging=Cursor("data.next_cursor", "cursor")))
+    assert got == ["a", "b"] and len(httpserver.log) == 2
+
+
+def test_a_cursor_ends_at_the_total(httpserver):
+    httpserver.expect_request("/v1/keys").respond_with_json({"data": {"items": ["a"], "next_cursor": "c2", "total": 1}})
+    paging = Cursor("data.next_cursor", "cursor", total_field="data.total")
+    assert list(make_client(httpserver).paginate("/keys", items="data.items", paging=paging)) == ["a"]
+    assert len(httpserver.log) == 1
+
+
+def test_the_page_cap_holds_while_the_total_has_not_come(httpserver):
+    _numbered_pages(httpserver, "/droplets", [[n] for n in range(1, 50)],
+                    lambda n: httpserver.url_for("/v1/droplets") + "?page=%d" % (n + 1))
+    with pytest.raises(RestError) as info:
+        list(make_client(httpserver).paginate("/droplets", items="things", paging=NextLink(total_field="meta.total"),
+                                              max_pages=3))
+    assert info.value.kind == K.FAILED and "more than 3 pages" in info.value.msg
+    assert len(httpserver.log) == 3
 
 
 def test_a_next_link_to_another_host_is_refused(httpserver):
@@ -755,4 +846,4 @@ def test_imports_and_refuses_without_requests():
     assert done.returncode == 0, done.stderr
     kind, msg = done.stdout.strip().split("\n", 1)
     assert kind == K.INVALID_REQUEST
-    assert "requires requests" in msg and "pip install -r requirements.txt" in msg
+    assert "requires requests" in msg and install_command("requests", "lambda") in msg

@@ -407,6 +407,17 @@ class Provider(abc.ABC):
     # Whether ``retag`` can change the user tags of an existing instance (the ``tags`` option on a kept VM).
     can_retag = False
 
+    # Whether plan matches a request's ``regions`` ignoring case (see offer_places).
+    regions_fold = False
+
+    def offer_places(self, offer: "Offer") -> List[str]:
+        """Every name by which plan takes ``offer`` to answer a request's ``regions`` (default: its region
+        and its zone). A VM made on the offer keeps these in its journalled record, and a later run judges
+        its ``regions`` by them exactly as plan would (``regions_fold``: ignoring case): a request plan
+        would meet with this offer never reads as a mismatch, which ``recreate`` would answer by
+        destroying the VM on every run. Pure: no API call."""
+        return [name for name in (offer.region, offer.zone) if name]
+
     def retag(self, location: Location, vm_name: str, instance_id: str, tags: Dict[str, str], purge: bool,
               check: bool = False) -> Dict[str, Any]:
         """Give instance ``instance_id`` of ``vm_name`` the user tags ``tags`` (and, with ``purge``, drop

@@ -56,11 +56,12 @@ import logging
 import ssl
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, ProviderError,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import DEFAULT_MAX_PAGES, Listing
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest_errors import (
     DEFAULT_RULES, MALFORMED_BODY, Rule, RestError, _EXCERPT_CHARS, _excerpt, classify, parse_retry_after, vendor_error,
 )
@@ -83,7 +84,6 @@ _LOG = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)      # (connect, read) seconds
 DEFAULT_USER_AGENT = "gpuprov.cloud (+https://github.com/gpuprov/cloud)"
-DEFAULT_MAX_PAGES = 100
 _REDACTED = "***"
 
 Timeout = Union[float, Tuple[float, float]]
@@ -248,12 +248,24 @@ class ClientCredentialsToken:
 
 
 # -- pagination --------------------------------------------------------------------------
+# Each paging says how to ask for the first page (start), which page follows (follow), and how
+# many items the API reports in all (total, from ``total_field`` where it has one). When the
+# listing ends is paging.Listing's rule, the same for every paginator.
 
-class NextLink:
+class _Paging:
+    total_field: Optional[str] = None
+
+    def total(self, body: Any) -> Any:
+        """The count of all the listing's items the body reports (None where it reports none)."""
+        return _dig(body, self.total_field) if self.total_field else None
+
+
+class NextLink(_Paging):
     """Follow a link in the body (DigitalOcean: ``links.pages.next``); the link carries the query."""
 
-    def __init__(self, field: str = "links.pages.next"):
+    def __init__(self, field: str = "links.pages.next", total_field: Optional[str] = None):
         self.field = field
+        self.total_field = total_field
 
     def start(self, params: Dict[str, Any]) -> Dict[str, Any]:
         return params
@@ -264,12 +276,13 @@ class NextLink:
         return (urljoin(url, link), {}) if isinstance(link, str) and link else None
 
 
-class Cursor:
+class Cursor(_Paging):
     """Send the body's ``field`` back as the ``param`` query parameter until it is empty."""
 
-    def __init__(self, field: str, param: str):
+    def __init__(self, field: str, param: str, total_field: Optional[str] = None):
         self.field = field
         self.param = param
+        self.total_field = total_field
 
     def start(self, params: Dict[str, Any]) -> Dict[str, Any]:
         return params
@@ -285,7 +298,7 @@ class Cursor:
         return "Cursor(%r, %r)" % (self.field, self.param)
 
 
-class PageNumber:
+class PageNumber(_Paging):
     """``?page=N`` from ``first``; stops at an empty or short page, or when ``total_field`` items came."""
 
     def __init__(self, param: str = "page", size_param: Optional[str] = None, size: Optional[int] = None,
@@ -411,19 +424,24 @@ class RestClient:
     def paginate(self, path: str, items: Optional[str] = None, paging: Any = None,
                  params: Optional[Dict[str, Any]] = None, headers: Optional[Dict[str, str]] = None,
                  max_pages: int = DEFAULT_MAX_PAGES) -> Iterator[Any]:
-        """Yield the items of every page of a GET listing, with no pause between pages.
+        """Yield the items of every page of a GET listing, with no pause between pages, each
+        item once.
 
         ``items``: where the list sits in each body (dotted, e.g. ``"droplets"``; None when
-        the body is the list). ``paging``: NextLink (default), Cursor or PageNumber. More
-        than ``max_pages`` pages, or a next page that repeats one already fetched, is Failed;
-        a next link to another host is refused (it would carry the key there).
+        the body is the list). ``paging``: NextLink (default), Cursor or PageNumber (or any
+        object with their ``start``/``follow`` and, optionally, ``total``). The listing ends
+        by paging.Listing's rule: no next page, the total the API reports reached, or a page
+        (or next page) that repeats one already fetched, the server ignoring the page query
+        (Failed if its total has not come). More than ``max_pages`` pages is Failed; a next
+        link to another host is refused (it would carry the key there).
         """
         paging = paging or NextLink()
         url, query = self._resolve(path), paging.start(dict(params or {}))
-        visited = set()
-        fetched = 0
-        for _page_number in range(max_pages):
-            visited.add((url, jsonlib.dumps(query, sort_keys=True, default=str)))
+        listing = Listing("%s GET %s" % (self.name, urlsplit(url).path), max_pages=max_pages,
+                          first=_page_key(url, query),
+                          error=lambda message: RestError(ErrorKind.FAILED, self._scrub(message)))
+        total = getattr(paging, "total", None)
+        for _page_number in range(max_pages):  # bounded: listing.more fails past the last page allowed
             body = self.request("GET", url, params=query, headers=headers)
             page = _dig(body, items, _MISSING) if items else body
             if page is None:
@@ -431,18 +449,13 @@ class RestClient:
             if not isinstance(page, list):
                 raise self._error("GET", url, 200, "expected a list at %r, got %s"
                                   % (items or "the body", jsonlib.dumps(body)[:_EXCERPT_CHARS]), code=MALFORMED_BODY)
-            fetched += len(page)
-            yield from page
-            following = paging.follow(body, url, query, page, fetched)
-            if following is None:
+            yield from listing.add(page)
+            following = paging.follow(body, url, query, page, listing.count)
+            if following is not None:
+                url, query = self._resolve(following[0]), following[1]
+            if not listing.more(None if following is None else _page_key(url, query),
+                                total=total(body) if callable(total) else None):
                 return
-            url, query = self._resolve(following[0]), following[1]
-            if (url, jsonlib.dumps(query, sort_keys=True, default=str)) in visited:
-                raise RestError(ErrorKind.FAILED, self._scrub("%s GET %s: pagination repeats a page already fetched"
-                                                              % (self.name, urlsplit(url).path)))
-        raise RestError(ErrorKind.FAILED, self._scrub(
-            "%s GET %s: more than %d pages; narrow the listing or raise max_pages"
-            % (self.name, urlsplit(self._resolve(path)).path, max_pages)))
 
     def error_for(self, status: Optional[int], payload: Any, method: str = "GET", path: str = "",
                   retry_after: Optional[float] = None) -> RestError:
@@ -570,6 +583,18 @@ class RestClient:
         if retry_after is not None:
             text += " (retry after %gs)" % retry_after
         return RestError(kind, self._scrub(text), block, status=status, code=code, retry_after=retry_after)
+
+
+def _page_key(url: str, query: Dict[str, Any]) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
+    """A page's identity: its URL without the query, and the query (the URL's and ``query``'s
+    parameters together, as requests sends them), sorted."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    for name, value in (query or {}).items():
+        for one in (value if isinstance(value, (list, tuple)) else [value]):
+            if one is not None:
+                pairs.append((str(name), str(one)))
+    return parts._replace(query="", fragment="").geturl(), tuple(sorted(pairs))
 
 
 def _timeouts(timeout: Timeout) -> Tuple[float, float]:

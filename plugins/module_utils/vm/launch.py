@@ -129,6 +129,16 @@ def request_of(settings) -> Dict[str, Any]:
             "regions": list(request.regions), "spot": bool(request.spot)}
 
 
+def in_regions(vm: Dict[str, Any], regions: Sequence[str]) -> bool:
+    """Whether the journalled ``vm`` answers ``regions`` as its cloud's plan matched its offer: by the
+    offer's places (``Provider.offer_places``, kept in the record; a record written before them has its
+    region and zone), ignoring case where the cloud's plan does."""
+    location = vm["location"]
+    places = vm.get("places") or [location["region"], location.get("zone")]
+    fold = (lambda name: str(name).casefold()) if vm.get("regions_fold") else str
+    return bool({fold(p) for p in places if p} & {fold(r) for r in regions if r})
+
+
 def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
     """Why the journalled ``vm`` does not satisfy this run's request (empty: it does),
     one phrase per differing field."""
@@ -141,7 +151,7 @@ def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
         out.append("gpu_count: the VM has %s, the request asks for %d" % (vm.get("gpu_count") or 0, request.gpu_count))
     if location["cloud"] not in settings.clouds:
         out.append("clouds: the VM is on %s, the request allows %s" % (location["cloud"], ", ".join(settings.clouds)))
-    if request.regions and location["region"] not in request.regions and location.get("zone") not in request.regions:
+    if request.regions and not in_regions(vm, request.regions):
         out.append("regions: the VM is in %s, the request allows %s" % (location["region"], ", ".join(request.regions)))
     if bool(vm.get("spot")) != bool(request.spot):
         out.append("spot: the VM is %s, the request asks for %s" % (
@@ -541,6 +551,7 @@ class LaunchMachine(Machine):
 
     def _vm_record(self, state: Dict[str, Any]) -> Dict[str, Any]:
         offer = _offer(state)
+        provider = self._provider_for(offer)
         location = Offer.from_dict(offer).location.to_dict()
         endpoint = state["endpoint"]
         return {"name": self.ctx.settings.vm_name, "location": location, "instance_id": state["instance_id"],
@@ -549,6 +560,8 @@ class LaunchMachine(Machine):
                 "instance_type": offer["instance_type"], "gpu": offer.get("gpu"),
                 "gpu_count": offer.get("gpu_count"), "spot": offer.get("spot", False),
                 "price_per_hour": offer.get("price_per_hour"), "tags": dict(self.ctx.settings.spec.tags),
+                # The names a later request's regions are judged by, as this cloud's plan matched the offer.
+                "places": provider.offer_places(Offer.from_dict(offer)), "regions_fold": bool(provider.regions_fold),
                 "ssh": {"host": endpoint["host"], "port": endpoint["port"],
                         "user": endpoint.get("user") or self.ctx.settings.spec.ssh_user},
                 "host_key_alias": host_key_alias(self.ctx.settings.vm_name, location, state["instance_id"]),

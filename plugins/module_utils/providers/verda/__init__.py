@@ -116,7 +116,6 @@ class VerdaProvider(TypedOptionsProvider):
     def _api(self) -> RestClient:
         """The REST client, built on first use (a missing credential is Credentials then)."""
         if self._client is None:
-            self.check_credentials()   # names cloud_options.verda's key and its variable
             base = (self.options["api_url"] or "").rstrip("/")
             token = ClientCredentialsToken(base + "/oauth2/token", self.options["client_id"],
                                            self.options["client_secret"], name=self.name)

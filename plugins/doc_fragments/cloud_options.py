@@ -747,8 +747,8 @@ options:
             - When not set, read from E(PRIME_API_KEY).
             type: str
           api_url:
-            description: Base URL of the vendor's API; point it at a proxy, a regional endpoint or a test
-              server.
+            description: Base URL of Prime Intellect's API, with or without its C(/api/v1) suffix (Prime's
+              CLI takes either); point it at a proxy or a test server.
             type: str
             default: https://api.primeintellect.ai
           boot_timeout_s:

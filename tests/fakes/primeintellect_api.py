@@ -10,6 +10,10 @@ with every key of the account (the fake's reading of "the account's keys go into
 pods": unverified whether Prime injects all keys or the primary one), and
 ``sshConnection`` ``"<user>@127.0.0.1 -p <port>"``. DELETE makes it DELETING (so the next read
 shows); the read after shows it TERMINATED and the one after that finds it gone.
+
+Pod names: the rule of Prime's CLI (``prime pods create``: letters, digits and dashes, at least one
+letter; the API documents none), refused with a FastAPI 422 on ``pod.name``. ``make_named_pod``
+puts a pod of any name in the account, as one made when the API took it.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ _POD_REQUIRED = ("cloudId", "gpuType", "socket", "gpuCount")
 _POD_OPTIONAL = ("name", "diskSize", "vcpus", "memory", "maxPrice", "image", "customTemplateId", "dataCenterId",
                  "country", "security", "envVars", "jupyterPassword", "autoRestart")
 _BODY_OPTIONAL = ("disks", "team", "team_member_ids", "shared_with_team")
+
+
+def pod_name_allowed(name: Any) -> bool:
+    """The pod name rule of Prime's CLI (prime_cli/commands/pods.py): letters, numbers and dashes only,
+    at least one letter."""
+    return (isinstance(name, str) and bool(name) and any(c.isalpha() for c in name)
+            and all(c.isalnum() or c == "-" for c in name))
 
 
 def _now() -> str:
@@ -130,6 +141,11 @@ class PrimeIntellectApiFake(MarketplaceFake):
         with self.lock:
             return ({"pod:%s:%s" % (i, p["name"]) for i, p in self.pods.items()}
                     | {"ssh_key:%s:%s" % (i, k["name"]) for i, k in self.keys.items()})
+
+    def make_named_pod(self, name: str, item: Optional[Dict[str, Any]] = None) -> str:
+        """A booting pod named ``name`` whatever the name rule (one made before gpuprov followed it)."""
+        with self.lock:
+            return self._new_pod(name, item or self.offers[0])["id"]
 
     def make_unreachable_pod(self, name: str) -> str:
         """An ACTIVE pod whose connection details never arrive (``sshConnection`` ``[null]``)."""
@@ -273,6 +289,10 @@ class PrimeIntellectApiFake(MarketplaceFake):
             if problems:
                 return _invalid(problems, ["team"])
         pod = body["pod"]
+        if pod.get("name") is not None and not pod_name_allowed(pod["name"]):
+            return Reply(422, {"detail": [{"loc": ["body", "pod", "name"], "msg": "Value error, name may hold only "
+                                           "letters, numbers and dashes and must contain at least 1 letter",
+                                           "type": "value_error"}]})
         if not isinstance(pod["gpuCount"], int) or isinstance(pod["gpuCount"], bool):
             return Reply(422, {"detail": [{"loc": ["body", "pod", "gpuCount"], "msg": "Input should be a valid "
                                            "integer", "type": "int_type"}]})

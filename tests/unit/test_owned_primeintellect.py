@@ -73,6 +73,53 @@ def test_list_owned_lists_pods_and_keys_by_their_names(fake):
     assert make(fake).list_owned(Location("primeintellect", "CANADA-1")) == []
 
 
+def test_pods_and_keys_under_the_names_made_before_are_adopted_torn_down_and_swept(fake):
+    """``<vm>.<journal id>``, as gpuprov named pods and keys before ``<vm>-j<journal id>``: observe adopts such
+    a pod with its journal id, delete takes it, cleanup removes such a key, and list_owned lists both."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect import catalog
+    mine = make(fake, JOURNAL)
+    old_pod = fake.make_named_pod("old1." + JOURNAL)
+    others_pod = fake.make_named_pod("old1." + OTHER)
+    old_key = "gpuprov-old1-%s.%s" % (catalog.key_fingerprint(KEYS[0]), JOURNAL)
+    others_key = "gpuprov-old1-%s.%s" % (catalog.key_fingerprint(KEYS[1]), OTHER)
+    for key_id, name, material in (("k-old", old_key, KEYS[0]), ("k-other", others_key, KEYS[1])):
+        fake.keys[key_id] = {"id": key_id, "userId": fake.user_id, "name": name, "publicKey": material,
+                             "isPrimary": False, "isUserKey": True}
+
+    by_id = {o.resource_id: o for o in mine.list_owned(EVERYWHERE)}
+    assert {i: (by_id[i].kind, by_id[i].vm_name, by_id[i].journal_id) for i in by_id} == {
+        old_pod: (ResourceKind.INSTANCE, "old1", JOURNAL), others_pod: (ResourceKind.INSTANCE, "old1", OTHER),
+        "k-old": (ResourceKind.SSH_KEY, "old1", JOURNAL), "k-other": (ResourceKind.SSH_KEY, "old1", OTHER)}
+
+    where = Location("primeintellect", "CANADA-1")
+    seen = {o.instance_id: o for o in mine.observe(where, "old1")}
+    assert sorted(seen) == sorted([old_pod, others_pod])
+    assert seen[old_pod].journal_id == JOURNAL and seen[old_pod].owned_by(JOURNAL)
+    assert not seen[others_pod].owned_by(JOURNAL)
+    fake.settle(old_pod)
+    [running] = [o for o in mine.observe(where, "old1") if o.instance_id == old_pod]
+    assert running.usable
+
+    mine.delete(where, "old1", [old_pod])
+    assert [o.status for o in mine.observe(where, "old1") if o.instance_id == old_pod] == [Status.TERMINATING]
+    fake.settle_deleted(old_pod)
+    assert [o.instance_id for o in mine.observe(where, "old1")] == [others_pod]
+    mine.cleanup(where, "old1")
+    assert sorted(fake.keys) == ["k-other"]   # this journal's old key gone, another journal's kept
+    assert sorted(o.resource_id for o in mine.list_owned(EVERYWHERE)) == sorted([others_pod, "k-other"])
+
+
+def test_new_names_carry_the_journal_id_inside_the_cli_rule(fake):
+    _offer, prepared, mine = launch(make(fake, JOURNAL), "own1", KEYS[0])
+    _offer, other_prepared, theirs = launch(make(fake, "j2"), "own2", KEYS[1])   # an id that is not hex
+    assert fake.pods[mine]["name"] == "own1-j" + JOURNAL
+    assert fake.keys[prepared["ssh_key_id"]]["name"].endswith("-j" + JOURNAL)
+    assert fake.pods[theirs]["name"] == "own2-x" + b"j2".hex()
+    seen = {o.resource_id: (o.vm_name, o.journal_id) for o in make(fake, OTHER).list_owned(EVERYWHERE)}
+    assert seen == {mine: ("own1", JOURNAL), prepared["ssh_key_id"]: ("own1", JOURNAL),
+                    theirs: ("own2", "j2"), other_prepared["ssh_key_id"]: ("own2", "j2")}
+
+
 def test_deleting_pods_are_listed_as_terminating(fake):
     offer, _prepared, mine = launch(make(fake, JOURNAL), "own1", KEYS[0])
     make(fake, JOURNAL).delete(offer.location, "own1", [mine])

@@ -206,18 +206,80 @@ def test_failed_pod_says_why():
 
 
 def test_names_carry_the_identity():
-    assert catalog.pod_name("train", "abc") == "train.abc" and catalog.pod_name("train", None) == "train"
-    assert catalog.pod_identity("train.abc", "train") == (True, "abc")
+    jid = "0123456789abcdef"
+    assert catalog.pod_name("train", jid) == "train-j" + jid and catalog.pod_name("train", None) == "train"
+    assert catalog.pod_identity("train-j" + jid, "train") == (True, jid)
     assert catalog.pod_identity("train", "train") == (True, None)
-    assert catalog.pod_identity("train-2.abc", "train") == (False, None)
+    assert catalog.pod_identity("train-2-j" + jid, "train") == (False, None)
     assert catalog.pod_identity("trainer", "train") == (False, None)
     assert catalog.pod_identity(None, "train") == (False, None)
-    name = catalog.key_name("train", KEY, "abc")
-    assert name.startswith("gpuprov-train-") and name.endswith(".abc")
-    assert catalog.key_owner(name, "train") == (True, "abc")
+    # an id that is not (8+) lowercase hex travels as its UTF-8 bytes in hex
+    assert catalog.pod_name("train", "j1") == "train-x" + b"j1".hex()
+    assert catalog.pod_identity("train-x" + b"j1".hex(), "train") == (True, "j1")
+    assert catalog.pod_identity("train-x" + "Other-ID_7".encode().hex(), "train") == (True, "Other-ID_7")
+    # a user's pod whose name only looks a bit like one is nobody's journal
+    for name in ("train-jupyter", "train-j1234", "train-x64", "train-xzz", "train-x" + b"\x01\x02".hex(), "train-"):
+        assert catalog.pod_identity(name, "train") == (False, None), name
+        assert catalog.parse_pod_name(name) is None, name
+    name = catalog.key_name("train", KEY, jid)
+    assert name.startswith("gpuprov-train-") and name.endswith("-j" + jid)
+    assert catalog.key_owner(name, "train") == (True, jid)
+    assert catalog.key_owner(catalog.key_name("train", KEY, "j1"), "train") == (True, "j1")
     assert catalog.key_owner(catalog.key_name("train", KEY, None), "train") == (True, None)
-    assert catalog.key_owner(catalog.key_name("train-b", KEY, "abc"), "train") == (False, None)
+    assert catalog.key_owner(catalog.key_name("train-b", KEY, jid), "train") == (False, None)
     assert catalog.key_owner("my laptop", "train") == (False, None)
+
+
+def test_names_made_before_are_still_read():
+    """``<vm>.<journal id>``, as gpuprov named pods and keys before: the journal id is in the name."""
+    assert catalog.pod_identity("train.abc", "train") == (True, "abc")
+    assert catalog.pod_identity("train-2.abc", "train") == (False, None)
+    assert catalog.parse_pod_name("train.abc") == ("train", "abc")
+    legacy_key = "gpuprov-train-%s.abc" % catalog.key_fingerprint(KEY)
+    assert catalog.key_owner(legacy_key, "train") == (True, "abc")
+    assert catalog.parse_key_name(legacy_key) == ("train", "abc")
+
+
+@pytest.mark.parametrize("vm, journal_id", [("u1", "a" * 32), ("train-42", "0123456789abcdef"), ("123", "j1"),
+                                            ("a" * 63, "journal.with.dots"), ("u", "Über-Journal"), ("u", None)])
+def test_every_name_gpuprov_gives_a_pod_is_inside_the_cli_rule(vm, journal_id):
+    from ansible_collections.gpuprov.cloud.tests.fakes.primeintellect_api import pod_name_allowed
+    name = catalog.pod_name(vm, journal_id)
+    assert pod_name_allowed(name) and catalog.name_allowed(name), name
+    assert catalog.pod_identity(name, vm) == (True, journal_id)
+    assert catalog.key_owner(catalog.key_name(vm, KEY, journal_id), vm) == (True, journal_id)
+    assert pod_name_allowed(catalog.key_name(vm, KEY, journal_id))
+
+
+def test_a_name_outside_the_cli_rule_is_refused_before_any_call(fake):
+    prime = adapter(fake, journal_id=None)
+    offer_ = prime.plan(ResourceRequest(vm_name="u1", gpu="H100"))[0]
+    prepared = prime.prepare(offer_, spec("42"))
+    before = len(fake.calls)
+    with pytest.raises(ProviderError) as info:
+        prime.create(offer_, prepared, spec("42"))
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert info.value.msg.startswith("name: '42' cannot be a primeintellect pod name (letters, digits and dashes")
+    assert len(fake.calls) == before
+
+
+@pytest.mark.parametrize("name", ["u1.%s" % ("a" * 32), "u1_x", "42", "", "u 1"])
+def test_the_fake_refuses_a_pod_name_outside_the_cli_rule(fake, name):
+    prime = adapter(fake)
+    offer_ = prime.plan(ResourceRequest(vm_name="u1", gpu="H100"))[0]
+    answer = _post(fake, "/api/v1/pods/", {"pod": {"name": name, "cloudId": offer_.detail["cloud_id"],
+                                                   "gpuType": "H100_80GB", "socket": "PCIe", "gpuCount": 1},
+                                           "provider": {"type": offer_.detail["provider"]}})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"] == ["body", "pod", "name"]
+    assert fake.pods == {}
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/api/v1", "/api/v1/"])
+def test_api_url_is_taken_with_or_without_api_v1(fake, suffix):
+    prime = adapter(fake, api_url=fake.url + suffix)
+    assert prime.plan(ResourceRequest(vm_name="u1", gpu="H100"))
+    assert [c[2] for c in fake.calls] == ["/api/v1/availability/gpus"]
 
 
 # -- prepare, create, observe, cleanup ---------------------------------------------------------
@@ -245,8 +307,9 @@ def test_cleanup_removes_only_this_vms_keys_of_this_journal(fake):
     other.prepare(offer_, spec("u1", OTHER_KEY))
     mine.prepare(offer_, spec("u1-b", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7 b"))
     mine.cleanup(WHERE, "u1")
-    assert sorted(k["name"].split(".")[1] + ":" + k["name"].split("-")[1] for k in fake.keys.values()) == [
-        "j1:u1", "j2:u1"]
+    assert sorted(k["name"] for k in fake.keys.values()) == sorted([
+        catalog.key_name("u1", OTHER_KEY, "j2"), catalog.key_name("u1-b", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7 b",
+                                                                  "j1")])
 
 
 def test_create_sends_the_documented_body_in_one_call(fake):
@@ -258,11 +321,11 @@ def test_create_sends_the_documented_body_in_one_call(fake):
     [call] = fake.calls[before:]
     assert call[:3] == ("pods.create", "POST", "/api/v1/pods/")
     assert call[4] == {
-        "pod": {"name": "u1." + "a" * 32, "cloudId": "n3-H100x1", "gpuType": "H100_80GB", "socket": "PCIe",
+        "pod": {"name": "u1-j" + "a" * 32, "cloudId": "n3-H100x1", "gpuType": "H100_80GB", "socket": "PCIe",
                 "gpuCount": 1, "image": "ubuntu_22_cuda_12", "dataCenterId": "CANADA-1", "country": "CA",
                 "security": "secure_cloud", "diskSize": 200},
         "provider": {"type": "hyperstack"}, "team": {"teamId": "team-7"}}
-    assert fake.pods[pod_id]["name"] == "u1." + "a" * 32
+    assert fake.pods[pod_id]["name"] == "u1-j" + "a" * 32
 
 
 def test_observe_boots_then_reports_the_endpoint_and_journal(fake):

@@ -15,7 +15,9 @@ DESCRIPTION = (
     "pod's connection string.")
 
 OPTIONS = dict(
-    api_url=shared.api_url("https://api.primeintellect.ai"),
+    api_url=dict(shared.api_url("https://api.primeintellect.ai"), description=(
+        "Base URL of Prime Intellect's API, with or without its C(/api/v1) suffix (Prime's CLI takes either); "
+        "point it at a proxy or a test server.")),
     api_key=shared.api_key("PRIME_API_KEY"),
     regions=dict(shared.REGIONS, description=(
         "Data centers (an offer's C(dataCenter), e.g. V(CANADA-1)), Prime's region names (an offer's C(region), "

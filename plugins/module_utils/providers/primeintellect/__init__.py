@@ -10,7 +10,9 @@ the official ``prime`` CLI is a thin wrapper over the same endpoints).
 * prepare: the SSH key, ``POST /api/v1/ssh_keys/`` (reused when its material is already
   registered). Prime puts the account's keys into new pods; it has no firewall API (the
   underlying provider decides which ports are open), so ``allowed_cidrs`` has no effect.
-* create: one ``POST /api/v1/pods/``; the pod name carries the VM name and journal id.
+* create: one ``POST /api/v1/pods/``; the pod is named ``<vm>-j<journal id>`` (catalog.py: inside the
+  name rule of Prime's CLI). Pods and keys named ``<vm>.<journal id>``, as gpuprov named them before,
+  are still observed, deleted, cleaned up and swept.
 * observe: ``GET /api/v1/pods/`` (``offset``/``limit``), filtered by name; the SSH user, host
   and port come from ``sshConnection`` (``ip`` only when the string has no host).
 * delete: ``DELETE /api/v1/pods/{id}`` (a pod already gone is success); cleanup deletes this
@@ -37,6 +39,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
     MALFORMED_BODY, BearerToken, PageNumber, RestClient, RestError,
 )
 
+API_PREFIX = "/api/v1"
 AVAILABILITY = "/api/v1/availability/gpus"
 PODS = "/api/v1/pods/"
 SSH_KEYS = "/api/v1/ssh_keys/"
@@ -66,6 +69,13 @@ class OffsetLimit:
         return url, dict(params, offset=int(params["offset"]) + len(page))
 
 
+def base_url(api_url: str) -> str:
+    """``api_url`` without a trailing ``/`` and ``/api/v1``, as Prime's CLI takes its base URL (the paths
+    here carry ``/api/v1``)."""
+    url = api_url.rstrip("/") if isinstance(api_url, str) else api_url
+    return url[:-len(API_PREFIX)] if isinstance(url, str) and url.endswith(API_PREFIX) else url
+
+
 def _malformed(what: str) -> RestError:
     return RestError(ErrorKind.FAILED, "primeintellect: %s" % what, status=200, code=MALFORMED_BODY)
 
@@ -83,8 +93,8 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         """The REST client, made on first use: building the adapter (capabilities, option
         checks) needs no key; the first API call without one is Credentials."""
         if self._client is None:
-            self._client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
-                                      name=self.name, rules=RULES)
+            self._client = RestClient(base_url(self.options["api_url"]),
+                                      auth=BearerToken(self.options["api_key"] or ""), name=self.name, rules=RULES)
         return self._client
 
     def capabilities(self) -> Capabilities:
@@ -229,7 +239,8 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         return sweep_locations(self)
 
     def list_owned(self, location: Location) -> List[Owned]:
-        """Pods named <vm>.<journal id>, and at ANY_REGION or global the gpuprov SSH keys (owned.py)."""
+        """Pods named <vm>-j<journal id> (or <vm>.<journal id>), and at ANY_REGION or global the gpuprov SSH
+        keys (owned.py)."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect.owned import (
             list_owned,
         )

@@ -122,26 +122,82 @@ def ordered(offers: List[Offer]) -> List[Offer]:
 # -- identity in names ------------------------------------------------------------------
 #
 # Prime pods and SSH keys have no tags, labels or description, and a pod does not return
-# the envVars it was made with, so the identity lives in the name: the VM name, then
-# '.' and the journal id. A VM name is a DNS label, so it never holds a '.': the split is
-# unambiguous. A pod named exactly the VM name was made before journal ids.
+# the envVars it was made with, so the identity lives in the name: the VM name, then '-'
+# and the journal id as a token. Prime's CLI takes pod names of letters, digits and dashes
+# with at least one letter (its API documents no rule, and neither states a length), so the
+# token is ``j<journal id>`` for an id of 8 or more lowercase hex digits (the uuid4 hex a
+# gpuprov journal has), else ``x<the id's UTF-8 bytes in hex>``. The token holds no '-', so
+# the last '-' of a name ends the VM name; another journal's observe reads the whole id back.
+# A name needs the token's shape (``j`` and 8+ hex digits, or ``x`` and 2+ printable bytes)
+# to pass for gpuprov's, so a pod named ``train-jupyter`` is nobody's journal. A pod named
+# exactly the VM name was made before journal ids.
+#
+# Names made before these, ``<vm>.<journal id>`` (a VM name is a DNS label, so it never
+# holds a '.': the split is unambiguous), are still read: observe adopts such a pod, delete
+# and the sweep take it, cleanup removes such a key.
 
-JOURNAL_SEPARATOR = "."
+LEGACY_SEPARATOR = "."
+_HEX_ID = re.compile(r"^[0-9a-f]{8,}$")
+_TOKEN = re.compile(r"^(?:j(?P<id>[0-9a-f]{8,})|x(?P<hex>(?:[0-9a-f]{2}){2,}))$")
+
+
+def name_allowed(name: str) -> bool:
+    """Prime's CLI rule for a pod name (``prime pods create``): letters, digits and dashes, at least one letter."""
+    return bool(name) and any(c.isalpha() for c in name) and all(c.isalnum() or c == "-" for c in name)
+
+
+def journal_token(journal_id: str) -> str:
+    """The journal id as a name token inside the CLI's rule and without '-' (see above)."""
+    if _HEX_ID.match(journal_id):
+        return "j" + journal_id
+    return "x" + journal_id.encode("utf-8").hex()
+
+
+def token_journal(token: str) -> Optional[str]:
+    """The journal id a name token carries, None for a string that is no token."""
+    found = _TOKEN.match(token)
+    if not found:
+        return None
+    if found.group("id"):
+        return found.group("id")
+    try:
+        text = bytes.fromhex(found.group("hex")).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
 
 
 def pod_name(vm_name: str, journal_id: Optional[str]) -> str:
-    return vm_name + JOURNAL_SEPARATOR + journal_id if journal_id else vm_name
+    """``<vm>-<journal token>`` (``<vm>`` without a journal id); InvalidRequest for a name Prime's rule refuses."""
+    name = vm_name + "-" + journal_token(journal_id) if journal_id else vm_name
+    if not name_allowed(name):
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "name: %r cannot be a primeintellect pod name (letters, "
+                                                       "digits and dashes, at least one letter)" % (name,))
+    return name
+
+
+def parse_pod_name(name: Any) -> Optional[Tuple[str, str]]:
+    """``(VM name, journal id)`` of a pod name carrying a journal, ``<vm>-<journal token>`` or the legacy
+    ``<vm>.<journal id>``; None for any other name (a bare VM name included)."""
+    if not isinstance(name, str):
+        return None
+    if LEGACY_SEPARATOR in name:
+        vm, _sep, journal_id = name.partition(LEGACY_SEPARATOR)
+        return (vm, journal_id) if vm and journal_id else None
+    vm, _sep, token = name.rpartition("-")
+    journal_id = token_journal(token) if vm else None
+    return (vm, journal_id) if journal_id else None
 
 
 def pod_identity(name: Any, vm_name: str) -> Tuple[bool, Optional[str]]:
-    """``(is a pod of vm_name, the journal id its name carries or None)``."""
-    if not isinstance(name, str):
-        return False, None
+    """``(is a pod of vm_name, the journal id its name carries or None)``. A pod named exactly the VM
+    (made before journal ids) is ours with none. (For VM ``a``, ``a-j<hex>`` is journal ``<hex>``'s pod,
+    which a journal-less VM named ``a-j<hex>`` would also take for its own.)"""
     if name == vm_name:
         return True, None
-    head, sep, journal_id = name.partition(JOURNAL_SEPARATOR)
-    if head == vm_name and sep and journal_id:
-        return True, journal_id
+    parsed = parse_pod_name(name)
+    if parsed and parsed[0] == vm_name:
+        return True, parsed[1]
     return False, None
 
 
@@ -167,19 +223,33 @@ def same_key(a: Any, b: str) -> bool:
 
 
 def key_name(vm_name: str, public_key: str, journal_id: Optional[str]) -> str:
-    """``gpuprov-<vm>-<fingerprint prefix>``, then '.' and the journal id."""
+    """``gpuprov-<vm>-<fingerprint prefix>``, then '-' and the journal token."""
     name = "gpuprov-%s-%s" % (vm_name, key_fingerprint(public_key))
-    return name + JOURNAL_SEPARATOR + journal_id if journal_id else name
+    return name + "-" + journal_token(journal_id) if journal_id else name
+
+
+# A key gpuprov registered: ``gpuprov-<vm>-<12 hex>``, then ``-<journal token>`` or the legacy ``.<journal id>``
+# (a token starts with j or x, neither a hex digit, so the 12 hex digits end the VM name).
+_KEY_RE = re.compile(r"^gpuprov-(?P<vm>[a-z0-9-]+)-[0-9a-f]{12}(?:-(?P<token>[jx][0-9a-f]+)|\.(?P<legacy>.+))?$")
+
+
+def parse_key_name(name: Any) -> Optional[Tuple[str, Optional[str]]]:
+    """``(VM name, journal id or None)`` of a key name gpuprov gave; None for any other name."""
+    found = _KEY_RE.match(name) if isinstance(name, str) else None
+    if not found:
+        return None
+    if found.group("token"):
+        journal_id = token_journal(found.group("token"))
+        return (found.group("vm"), journal_id) if journal_id else None
+    return found.group("vm"), found.group("legacy")
 
 
 def key_owner(name: Any, vm_name: str) -> Tuple[bool, Optional[str]]:
     """``(a key gpuprov registered for vm_name, the journal id its name carries or None)``."""
-    if not isinstance(name, str):
-        return False, None
-    found = re.match(r"^gpuprov-%s-[0-9a-f]{12}(?:\.(?P<journal>.+))?$" % re.escape(vm_name), name)
-    if not found:
-        return False, None
-    return True, found.group("journal")
+    parsed = parse_key_name(name)
+    if parsed and parsed[0] == vm_name:
+        return True, parsed[1]
+    return False, None
 
 
 # -- pods -------------------------------------------------------------------------------

@@ -7,16 +7,18 @@
 pages) are account-wide, so ``sweep_locations`` is the single location ``ANY_REGION``.
 Prime has no tags: the identity is in the names (catalog.py).
 
-* pods named ``<vm>.<journal id>`` (the VM name is a DNS label, so the first '.' splits
-  them), with their status and ``priceHr``. A pod named only ``<vm>``, made before journal
-  ids, cannot be told from any other pod of the account and is not listed. The pod listing
-  names no data center: pods are at region ``unplaced``.
-* SSH keys (account-wide, region ``global``) named ``gpuprov-<vm>-<12 hex>[.<journal id>]``.
+* pods named ``<vm>-<journal token>`` (``j<journal id>``, or ``x<its bytes in hex>`` for an id
+  that is not hex: catalog.py) or, as gpuprov named them before, ``<vm>.<journal id>`` (the VM
+  name is a DNS label, so the first '.' splits them), with their status and ``priceHr``. A
+  pod named only ``<vm>``, made before journal ids, cannot be told from any other pod of the
+  account and is not listed. The pod listing names no data center: pods are at region
+  ``unplaced``.
+* SSH keys (account-wide, region ``global``) named ``gpuprov-<vm>-<12 hex>[-<journal token>]``
+  (or the earlier ``gpuprov-<vm>-<12 hex>.<journal id>``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import List
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -26,8 +28,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_comm
     GLOBAL, UNPLACED, lists_global, lists_region, number, vm_name_or_none,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.primeintellect import catalog
-
-_KEY_RE = re.compile(r"^gpuprov-(?P<vm>[a-z0-9-]+)-[0-9a-f]{12}(?:\.(?P<journal>.+))?$")
 
 
 def sweep_locations(provider) -> List[Location]:
@@ -39,9 +39,9 @@ def list_owned(provider, location: Location) -> List[Owned]:
     found = []
     if lists_region(location, UNPLACED):
         for pod in provider._pods():
-            vm, _sep, journal_id = str(pod.get("name") or "").partition(catalog.JOURNAL_SEPARATOR)
+            vm, journal_id = catalog.parse_pod_name(pod.get("name")) or (None, None)
             status, _reason = catalog.pod_status(pod)
-            if not (vm_name_or_none(vm) and journal_id and pod.get("id")) or status is None:
+            if not (vm and vm_name_or_none(vm) and journal_id and pod.get("id")) or status is None:
                 continue
             found.append(Owned(
                 kind=ResourceKind.INSTANCE, resource_id=str(pod["id"]), location=Location(provider.name, UNPLACED),
@@ -49,9 +49,9 @@ def list_owned(provider, location: Location) -> List[Owned]:
                 name=pod.get("name")))
     if lists_global(location):
         for key in provider._keys():
-            match = _KEY_RE.match(str(key.get("name") or ""))
-            if match and key.get("id") and vm_name_or_none(match.group("vm")):
+            vm, journal_id = catalog.parse_key_name(key.get("name")) or (None, None)
+            if vm and key.get("id") and vm_name_or_none(vm):
                 found.append(Owned(
                     kind=ResourceKind.SSH_KEY, resource_id=str(key["id"]), location=Location(provider.name, GLOBAL),
-                    vm_name=match.group("vm"), journal_id=match.group("journal") or None, name=key["name"]))
+                    vm_name=vm, journal_id=journal_id, name=key["name"]))
     return found

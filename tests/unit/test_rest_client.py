@@ -846,4 +846,4 @@ def test_imports_and_refuses_without_requests():
     assert done.returncode == 0, done.stderr
     kind, msg = done.stdout.strip().split("\n", 1)
     assert kind == K.INVALID_REQUEST
-    assert "requires requests" in msg and install_command("requests", "lambda") in msg
+    assert "requires requests" in msg and "pip install -r requirements.txt" in msg

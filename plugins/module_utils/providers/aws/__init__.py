@@ -66,6 +66,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import collect
 
 # boto3 itself (about 0.1-0.2 s to import) is imported when the first client is built, so a run
 # that needs no AWS call does not pay for it; its exceptions are light and needed to classify.
@@ -356,10 +357,21 @@ class AwsProvider(TypedOptionsProvider):
         return self._clients[key]
 
     @staticmethod
-    def _instances(ec2, filters):
-        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
-            for reservation in page.get("Reservations", []):
-                yield from reservation.get("Instances", [])
+    def _describe_all(ec2, operation: str, items: str, **kwargs: Any) -> List[Dict[str, Any]]:
+        """Every item of a paged EC2 Describe call, each once, ``NextToken`` followed until the
+        last page, or a page or token that repeats one (a server ignoring NextToken); paging.collect.
+        (botocore's paginator fails on a repeated token and follows a cycle of them forever.)"""
+        call = getattr(ec2, operation)
+
+        def page(token):
+            reply = call(NextToken=token, **kwargs) if token else call(**kwargs)
+            return reply.get(items) or [], reply.get("NextToken")
+        return collect(page, "aws %s" % ec2.meta.method_to_api_mapping.get(operation, operation))
+
+    @classmethod
+    def _instances(cls, ec2, filters):
+        for reservation in cls._describe_all(ec2, "describe_instances", "Reservations", Filters=filters):
+            yield from reservation.get("Instances", [])
 
     def _observed(self, inst: Dict[str, Any], region: str) -> Observed:
         state = inst["State"]["Name"]
@@ -413,12 +425,9 @@ class AwsProvider(TypedOptionsProvider):
         return self._controller_cidrs
 
     def _offering_zones(self, ec2, offer: Offer) -> List[str]:
-        zones = set()
-        pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [offer.instance_type]}])
-        for page in pages:
-            zones.update(o["Location"] for o in page.get("InstanceTypeOfferings", []))
+        zones = {o["Location"] for o in self._describe_all(
+            ec2, "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": [offer.instance_type]}])}
         if offer.zone:
             zones &= {offer.zone}
         if not zones:

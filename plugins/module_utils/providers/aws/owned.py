@@ -42,14 +42,12 @@ def list_owned(provider, location: Location) -> List[Owned]:
     ec2 = provider._client("ec2", location.region)
     found = [_instance(provider, inst, location.region)
              for inst in provider._instances(ec2, _IDENTITY + [_NOT_GONE])]
-    pages = ec2.get_paginator("describe_security_groups").paginate(Filters=_IDENTITY)
-    for page in pages:
-        for group in page.get("SecurityGroups", []):
-            tags = _tags(group)
-            found.append(Owned(
-                kind=ResourceKind.SECURITY_GROUP, resource_id=group["GroupId"],
-                location=Location(provider.name, location.region), vm_name=tags.get(VM_NAME_TAG) or None,
-                journal_id=tags.get(JOURNAL_ID_TAG) or None, name=group.get("GroupName")))
+    for group in provider._describe_all(ec2, "describe_security_groups", "SecurityGroups", Filters=_IDENTITY):
+        tags = _tags(group)
+        found.append(Owned(
+            kind=ResourceKind.SECURITY_GROUP, resource_id=group["GroupId"],
+            location=Location(provider.name, location.region), vm_name=tags.get(VM_NAME_TAG) or None,
+            journal_id=tags.get(JOURNAL_ID_TAG) or None, name=group.get("GroupName")))
     return sorted(found, key=lambda o: (o.kind, o.resource_id))
 
 

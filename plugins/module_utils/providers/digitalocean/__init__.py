@@ -54,13 +54,14 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitaloce
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import (
-    MALFORMED_BODY, BearerToken, RestClient, RestError, classify,
+    MALFORMED_BODY, BearerToken, NextLink, RestClient, RestError, classify,
 )
 
 K3S_DIRECT_PORTS = (6443, 80, 443)
 _USER_TAG_RE = re.compile(r"^[A-Za-z0-9:_-]{1,255}$")   # what DigitalOcean takes as a tag name
 USER_DATA_MAX_BYTES = 64 * 1024     # "may not exceed 64 KiB" (droplet create schema)
 PER_PAGE = 200                      # the API's maximum page size
+LISTING_PAGES = NextLink("links.pages.next", total_field="meta.total")
 # Where DigitalOcean's GPU Droplets run (its GPU docs): the regions a sold-out GPU size is
 # reported unavailable in when it lists none and the request names none.
 GPU_REGIONS = ("nyc2", "tor1", "atl1", "ams3")
@@ -103,8 +104,10 @@ class DigitalOceanProvider(TypedOptionsProvider):
         return self._client
 
     def _list(self, path: str, items: str, **params: Any) -> List[Dict[str, Any]]:
+        """Every item of a listing: ``links.pages.next`` followed until ``meta.total`` items came."""
         params["per_page"] = PER_PAGE
-        return [i for i in self.api.paginate(path, items=items, params=params) if isinstance(i, dict)]
+        return [i for i in self.api.paginate(path, items=items, params=params, paging=LISTING_PAGES)
+                if isinstance(i, dict)]
 
     def _one(self, body: Any, key: str, method: str, path: str) -> Dict[str, Any]:
         """``body[key]`` (DigitalOcean wraps a single object in its singular name), or a classified

@@ -60,10 +60,12 @@ class Pages(PageNumber):
     """Hyperstack's ``page``/``pageSize`` query (the OpenAPI's names: a ``page_size`` query is
     ignored and the server's default size applies). A page shorter than the size the answer
     reports in ``page_size`` (the server may cap ours) is the last; so is one longer than the
-    size asked (the server did not page: it sent everything)."""
+    size asked (the server did not page: it sent everything). The listing ends too once the
+    ``count`` of the answer came (every listing's total, as the official SDK's list models
+    carry it), or at a page that repeats the last (a server that ignores ``page``)."""
 
     def __init__(self, size: int = PAGE_SIZE):
-        super().__init__(param="page", size_param="pageSize", size=size)
+        super().__init__(param="page", size_param="pageSize", size=size, total_field="count")
 
     def follow(self, body: Any, url: str, params: Dict[str, Any], page: List[Any],
                fetched: int) -> Optional[Tuple[str, Dict[str, Any]]]:

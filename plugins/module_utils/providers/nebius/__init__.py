@@ -53,6 +53,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.err
     NebiusError, from_exception, malformed,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import collect, message_key
 
 try:
     from nebius.sdk import SDK
@@ -232,15 +233,11 @@ class NebiusProvider(TypedOptionsProvider):
         return offers
 
     def _platforms(self) -> List[Any]:
-        found, token = [], ""
-        for _page in range(100):  # one listing's pages
+        def page(token: str):
             reply = self._call("PlatformService.List", PlatformServiceClient, "list",
                                ListPlatformsRequest(parent_id=self.project, page_token=token))
-            found.extend(reply.items)
-            token = reply.next_page_token
-            if not token:
-                break
-        return found
+            return reply.items, reply.next_page_token
+        return collect(page, "nebius PlatformService.List", key=message_key)
 
     def _price(self, offers: List[Offer]) -> None:
         """USD/h of each offer from one EstimateBatch of the create requests (resource_costs in order)."""

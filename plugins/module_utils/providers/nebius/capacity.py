@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, Offer
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius.errors import NebiusError, malformed
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import collect, message_key
 
 try:
     from nebius.api.nebius.capacity.v1 import ListResourceAdviceRequest, ResourceAdviceServiceClient
@@ -54,15 +55,13 @@ def tenant(provider: Any) -> str:
 
 
 def advice(provider: Any, tenant_id: str) -> List[Any]:
-    found, token = [], ""
-    for _page in range(MAX_PAGES):
+    def page(token: str):
         reply = provider._call("ResourceAdviceService.List", ResourceAdviceServiceClient, "list",
                                ListResourceAdviceRequest(parent_id=tenant_id, page_size=PAGE_SIZE, page_token=token))
-        found.extend(reply.items)
-        token = reply.next_page_token
-        if not token:
-            break
-    return found
+        return reply.items, reply.next_page_token
+    # Its failures are NebiusErrors, as the call's: a listing that cannot end leaves the offers available.
+    return collect(page, "nebius ResourceAdviceService.List", max_pages=MAX_PAGES, key=message_key,
+                   error=lambda message: NebiusError(ErrorKind.FAILED, message))
 
 
 def _levels(items: List[Any], region: str, spot: bool) -> Dict[Tuple[str, str], List[Tuple[str, str, Any]]]:

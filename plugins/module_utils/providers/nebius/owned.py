@@ -20,6 +20,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import require_sdk
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius import HAS_SDK, SDK_IMPORT_ERROR, STATES
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import collect, message_key
 
 if HAS_SDK:
     from nebius.api.nebius.compute.v1 import InstanceServiceClient, ListInstancesRequest
@@ -58,12 +59,9 @@ def list_owned(provider, location: Location) -> List[Owned]:
 
 
 def _all(provider, what: str, client: type, request: Callable[..., Any]) -> List[Any]:
-    """Every item of one List of the project, page by page."""
-    items, token = [], ""
-    for _page in range(MAX_PAGES):  # one listing's pages
+    """Every item of one List of the project, each once, page by page until the last (or a page
+    or token that repeats one: a server ignoring page_token); paging.collect."""
+    def page(token: str):
         reply = provider._call(what, client, "list", request(parent_id=provider.project, page_token=token))
-        items.extend(reply.items)
-        token = reply.next_page_token
-        if not token:
-            break
-    return items
+        return reply.items, reply.next_page_token
+    return collect(page, "nebius " + what, max_pages=MAX_PAGES, key=message_key)

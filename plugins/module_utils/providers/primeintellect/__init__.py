@@ -61,9 +61,13 @@ class OffsetLimit:
     def start(self, params: Dict[str, Any]) -> Dict[str, Any]:
         return dict(params, offset=0, limit=self.limit)
 
+    @staticmethod
+    def total(body: Any) -> Any:
+        return body.get("total_count", body.get("totalCount")) if isinstance(body, dict) else None
+
     def follow(self, body: Any, url: str, params: Dict[str, Any], page: List[Any],
                fetched: int) -> Optional[Tuple[str, Dict[str, Any]]]:
-        total = body.get("total_count", body.get("totalCount")) if isinstance(body, dict) else None
+        total = self.total(body)
         if len(page) < self.limit or (isinstance(total, int) and fetched >= total):
             return None
         return url, dict(params, offset=int(params["offset"]) + len(page))

@@ -10,6 +10,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import (
     SSH_FILES_ARGUMENT_SPEC, SshFilesError, generate,
 )
@@ -25,10 +26,11 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         validation, params = self.validate_argument_spec(argument_spec=SSH_FILES_ARGUMENT_SPEC)
-        del validation
+        # The no_log values and a journal DSN's password: hidden in the result.
+        hidden = Hidden(params, validation._no_log_values)
         try:
             result.update(generate(params, machine_credential_key(task_vars, self._templar),
                                    check_mode=self._task.check_mode))
         except (SshFilesError, JournalError, PrivateFileError) as exc:
             result.update(failed=True, changed=False, msg=str(exc))
-        return result
+        return hidden.result(result)

@@ -11,6 +11,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()
 
@@ -24,7 +25,11 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         validation, params = self.validate_argument_spec(argument_spec=VM_STAGE_ARGUMENT_SPEC)
-        del validation
+        # The no_log values and a journal DSN's password: hidden in every progress line and the result.
+        hidden = Hidden(params, validation._no_log_values)
+        return hidden.result(self._record(result, params, hidden))
+
+    def _record(self, result, params, hidden):
         # Recording a stage changes no VM: never reported as a change.
         result["changed"] = False
         if self._task.check_mode:
@@ -36,8 +41,8 @@ class ActionModule(ActionBase):
         except stages.StageError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        display.display("gpuprov [%s] %s%s" % (params["name"], row.get("stage"),
-                                               ": %s" % params["note"] if params["note"] else ""))
+        display.display(hidden.text("gpuprov [%s] %s%s" % (params["name"], row.get("stage"),
+                                                           ": %s" % params["note"] if params["note"] else "")))
         result.update(stage=row.get("stage"), status=row.get("status"),
                       msg="%s: %s" % (params["name"], row.get("stage")))
         return result

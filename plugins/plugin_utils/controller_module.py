@@ -20,10 +20,11 @@ import sys
 import traceback
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()
 
@@ -38,21 +39,22 @@ class ControllerModuleAction(NormalAction):
             return super().run(tmp, task_vars)
         result = super(NormalAction, self).run(tmp, task_vars)  # pylint: disable=bad-super-call
         del tmp
+        # The module's no_log values, and what journal_module.JournalModule hides besides (a journal DSN's password).
         validation = ArgumentSpecValidator(self.TASK.argument_spec).validate(dict(self._task.args))
-        hidden = validation._no_log_values
+        hidden = Hidden(dict(self._task.args), validation._no_log_values)
         params = validation.validated_parameters
         if validation.errors.errors:
             # The module's own words, naming the module (not this action).
             msg = validation.errors.msg
             if isinstance(validation.errors[0], UnsupportedError):
                 msg = "Unsupported parameters for (%s) module: %s" % (self._task.resolved_action, msg)
-            result.update(remove_values({"failed": True, "changed": False, "msg": msg}, hidden))
+            result.update(hidden.result({"failed": True, "changed": False, "msg": msg}))
             return result
         try:
             outcome = self.TASK(params, bool(self._task.check_mode), bool(self._task.diff))
         except Exception as exc:  # pylint: disable=broad-except
             # A module would end in a traceback here; say what happened and how to see more.
-            display.vvv("%s: %s" % (self._task.action, traceback.format_exc()))
+            display.vvv(hidden.text("%s: %s" % (self._task.action, traceback.format_exc())))
             outcome = {"failed": True, "changed": False,
                        "msg": "%s stopped on an unexpected %s: %s (-vvv shows the details)"
                               % (self._task.action, type(exc).__name__, exc)}
@@ -63,7 +65,7 @@ class ControllerModuleAction(NormalAction):
         if warnings:
             outcome["warnings"] = warnings
         outcome["invocation"] = {"module_args": params}
-        result.update(remove_values(outcome, hidden))
+        result.update(hidden.result(outcome))
         return result
 
     def _runs_with_controller_python(self, task_vars):

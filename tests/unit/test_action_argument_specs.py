@@ -87,7 +87,7 @@ def test_action_and_module_use_the_one_spec(module, monkeypatch):
             raise SystemExit(0)
 
     # The module file's main() validates through controller_only (run as a plain module, it refuses).
-    monkeypatch.setattr(controller_only, "AnsibleModule", Recording)
+    monkeypatch.setattr(controller_only, "JournalModule", Recording)
     with pytest.raises(SystemExit):
         documentation.main()
     assert seen["argument_spec"] is SHARED[module] and seen["supports_check_mode"] is True

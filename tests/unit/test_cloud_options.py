@@ -269,7 +269,7 @@ def _module_spec(monkeypatch, name):
         raise Stop()
 
     # Modules run by an action plugin build theirs in controller_only.
-    monkeypatch.setattr(module if hasattr(module, "AnsibleModule") else controller_only, "AnsibleModule", capture)
+    monkeypatch.setattr(module if hasattr(module, "JournalModule") else controller_only, "JournalModule", capture)
     with pytest.raises(Stop):
         module.main()
     return seen

@@ -51,7 +51,7 @@ class ErrorKind:
     UNAVAILABLE = "Unavailable"      # block the offer, next offer, nothing to compensate
     FAILED = "Failed"                # compensate, block the offer, next offer
     INVALID_REQUEST = "InvalidRequest"  # compensate if needed, abort
-    CREDENTIALS = "Credentials"      # compensate if needed, abort
+    CREDENTIALS = "Credentials"      # never retried: block the whole cloud, next cloud (compensate if needed)
 
     ALL = (TRANSIENT, CAPACITY, QUOTA, UNAVAILABLE, FAILED, INVALID_REQUEST, CREDENTIALS)
     FATAL = (INVALID_REQUEST, CREDENTIALS)
@@ -369,7 +369,8 @@ class Provider(abc.ABC):
     * **Classified failures only.** Every failure is a ``ProviderError`` whose ``ErrorKind``
       drives the core: Transient (retried with backoff), Capacity / Quota / Unavailable /
       Failed (fail over, blocking the offer, region or cloud as ``block`` says), and
-      InvalidRequest / Credentials (abort). An SDK exception, a traceback or a bare
+      InvalidRequest (abort) and Credentials (never retried: the whole cloud is left and
+      the search goes on). An SDK exception, a traceback or a bare
       ``Exception`` escaping is a bug. A call whose outcome is unknown (a timeout after the
       request was sent) is Transient: the core observes before it repeats anything.
     * **Identity.** Everything a primitive makes carries ``identity_tags(vm_name)``: the VM
@@ -432,6 +433,33 @@ class Provider(abc.ABC):
         """What this cloud can do (k3s, boot scripts, spot, k3s access), and its pace
         (boot timeout, poll interval). Pure: no API call."""
         return Capabilities()
+
+    def check_credentials(self) -> None:
+        """Raise Credentials (block CLOUD) when this controller has no credentials for the
+        cloud, as far as can be told here; return None when it has some or cannot tell.
+
+        The core calls it before planning the cloud (the launch, check mode, ``offers``), so
+        that a cloud without credentials is left at once, with no retry and nothing to
+        compensate. The message names the cloud, the options and the environment variables
+        that would provide them (``options.Credentials.message``).
+
+        May: read the options, the environment and local files (what the SDK's own
+        credential chain reads: ``~/.aws/credentials``, the gcloud ADC file). Must not: make
+        a network call (an instance-metadata service is one: where only it could answer,
+        return None), write anything, or put a credential in the message. Idempotent and
+        cheap. The default checks nothing; ``TypedOptionsProvider`` reads the cloud's
+        declared ``Credentials``."""
+        return None
+
+    def verify_credentials(self) -> None:
+        """At most one read-only call asking the cloud whether it accepts the credentials,
+        for a cloud whose ``plan`` makes no call (a static catalog), so that a preview
+        (``offers``, check mode) can say the offers are unavailable while a real run would be
+        refused. Raises Credentials when refused, Transient when the cloud does not answer.
+
+        Must not: change anything, wait or retry, or run without ``check_credentials``
+        having passed. The default makes no call: ``plan``'s own calls tell."""
+        return None
 
     @abc.abstractmethod
     def plan(self, request: ResourceRequest) -> List[Offer]:

@@ -17,6 +17,12 @@ argument spec whose entries also carry a ``description`` (and, for numbers, a
 * the modules' documentation (``scripts/gen-cloud-options-doc.py`` writes
   ``doc_fragments/cloud_options.py`` from it).
 
+Beside its options, each cloud declares where its adapter finds credentials
+(:class:`Credentials`, ``CREDENTIALS`` in the same file): the one place that knows which
+options and environment variables carry them, so that a missing credential's message
+names them, the adapters' local check (``Provider.check_credentials``) and the orphan
+sweep's choice of clouds derive from it.
+
 The declarations live outside the adapter packages so that building an argument spec
 never imports a cloud SDK. Options several clouds share are declared here once.
 """
@@ -24,13 +30,14 @@ never imports a cloud SDK. Options several clouds share are declared here once.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+import os
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import env_fallback
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, Provider, ProviderError,
+    BlockScope, ErrorKind, Provider, ProviderError,
 )
 
 # Keys of a declaration that document or bound an option; Ansible's argument spec has no such keys.
@@ -132,10 +139,121 @@ def typed_options(cloud: str, spec: OptionSpec, options: Optional[Mapping[str, A
     return typed
 
 
+# -- credentials ----------------------------------------------------------------------------
+
+_DECLARED: Dict[str, "Credentials"] = {}
+
+
+def _given(value: Any) -> bool:
+    return value not in (None, "") and not (isinstance(value, str) and not value.strip())
+
+
+def _either(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else "one of " + ", ".join(names)
+
+
+class Credentials:
+    """Where a cloud's adapter finds its credentials, declared once beside its options
+    (``CREDENTIALS`` in ``providers/cloud_options/<cloud>.py``); the environment variables
+    are the options' own fallbacks.
+
+    ``sets``: the alternatives, each the options that together are one credential (an API
+    key; an access key id with its secret; a profile). ``required``: options every call
+    needs besides (a project id). ``environment``: variables the SDK reads itself;
+    ``files``: files it reads (``~`` expanded); ``also``: other ways, in words, for the
+    message. ``checked``: whether :meth:`missing` may refuse the cloud (False where the
+    sources cannot be told locally: the sweep's guess only)."""
+
+    def __init__(self, cloud: str, spec: OptionSpec, sets: Sequence[Sequence[str]] = (),
+                 required: Sequence[str] = (), environment: Sequence[str] = (), files: Sequence[str] = (),
+                 also: Sequence[str] = (), checked: bool = True):
+        for name in [n for group in sets for n in group] + list(required):
+            if name not in spec:
+                raise ValueError("%s: credential option %r is not declared" % (cloud, name))
+        self.cloud, self.spec = cloud, spec
+        self.sets = tuple(tuple(group) for group in sets)
+        self.required, self.environment = tuple(required), tuple(environment)
+        self.files, self.also, self.checked = tuple(files), tuple(also), checked
+        _DECLARED[cloud] = self
+
+    def _option(self, name: str, bare: bool = False) -> str:
+        return name if bare else "cloud_options.%s.%s" % (self.cloud, name)
+
+    def _set_text(self, group: Sequence[str]) -> str:
+        """``cloud_options.aws.a and b (or A and B)``: the options of one set, then their variables."""
+        text = self._option(group[0]) + "".join(
+            (" and " if i == len(group) - 1 else ", ") + name for i, name in enumerate(group[1:], 1))
+        envs = [environment_names(self.spec[name]) for name in group]
+        if all(envs):
+            text += " (or %s)" % (_either(envs[0]) if len(group) == 1 else " and ".join(e[0] for e in envs))
+        return text
+
+    def message(self) -> str:
+        """How to give this cloud credentials: ``<cloud>: no credentials: set ...``."""
+        ways = [self._set_text(group) for group in self.sets]
+        ways += list(self.environment) + list(self.also)
+        return "%s: no credentials: set %s" % (self.cloud, "; or ".join(ways) or "its credentials")
+
+    def _value(self, name: str, options: Mapping[str, Any], environ: Optional[Mapping[str, str]]) -> bool:
+        names = (name,) + tuple(self.spec[name].get("aliases") or ())
+        if any(_given(options.get(key)) for key in names):
+            return True
+        return environ is not None and any(_given(environ.get(var)) for var in environment_names(self.spec[name]))
+
+    def missing(self, options: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None,
+                exists: Callable[[str], bool] = os.path.exists, elsewhere: bool = False) -> Optional[str]:
+        """What is missing, as the message that says how to set it; None when nothing is.
+
+        ``options`` typed (their environment fallbacks applied: ``environ`` None) or as the task
+        gave them (``environ``: where their variables are read). ``elsewhere``: the adapter found
+        credentials by a way of its own (only the required options are checked). Local only:
+        never a call."""
+        for name in self.required:
+            if not self._value(name, options, environ):
+                return "%s: no %s: set %s" % (self.cloud, name, self._set_text((name,)))
+        if elsewhere or self.found(options, environ, exists):
+            return None
+        for group in self.sets:
+            given = [name for name in group if self._value(name, options, environ)]
+            if given and len(group) > 1:
+                unset = [name for name in group if name not in given]
+                return "%s: incomplete credentials: %s set without %s; set %s" % (
+                    self.cloud, ", ".join(given), ", ".join(unset),
+                    "; ".join(self._set_text((name,)) for name in unset))
+        return self.message()
+
+    def found(self, options: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None,
+              exists: Callable[[str], bool] = os.path.exists) -> bool:
+        """Whether any source of credentials is set here: a whole set of options (given, or in their
+        variables when ``environ`` is given), a variable the SDK reads, or one of its files."""
+        env = os.environ if environ is None else environ
+        if any(all(self._value(name, options, environ) for name in group) for group in self.sets):
+            return True
+        if any(_given(env.get(var)) for var in self.environment):
+            return True
+        return any(exists(os.path.expanduser(path)) for path in self.files)
+
+
+def declared_credentials(cloud: str) -> Optional[Credentials]:
+    """The credentials ``cloud`` declares (None: it needs none, as the local cloud). The
+    declarations are made as ``providers/cloud_options/*`` are imported (the registry imports
+    every one)."""
+    return _DECLARED.get(cloud)
+
+
+def missing_credentials(cloud: str, options: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None,
+                        exists: Callable[[str], bool] = os.path.exists) -> Optional[ProviderError]:
+    """A Credentials error (blocking the whole cloud) naming what ``cloud`` lacks here, or None."""
+    declared = declared_credentials(cloud)
+    problem = declared.missing(options, environ, exists) if declared is not None and declared.checked else None
+    return ProviderError(ErrorKind.CREDENTIALS, problem, BlockScope.CLOUD) if problem else None
+
+
 class TypedOptionsProvider(Provider):
     """A Provider whose options are declared (``option_spec``) and typed when it is built:
     ``self.options`` holds every declared option, typed, and nothing else; its ``no_log``
-    options are its ``secret_options``."""
+    options are its ``secret_options``. Its ``check_credentials`` reads the cloud's
+    declared :class:`Credentials` against those options."""
 
     option_spec: OptionSpec = {}
 
@@ -145,6 +263,13 @@ class TypedOptionsProvider(Provider):
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(typed_options(self.name, self.option_spec, options), journal_id=journal_id)
+
+    def check_credentials(self) -> None:
+        """The declared credential options set (their variables are already applied), else Credentials
+        naming them and their environment variables. Local only."""
+        problem = missing_credentials(self.name, self.options)
+        if problem is not None:
+            raise problem
 
 
 # -- options several clouds share -----------------------------------------------------------

@@ -48,9 +48,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import reg
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, InstanceSpec, Location, Owned, ProviderError, ResourceKind, ResourceRequest,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import (
-    environment_names, secret_option_names,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import declared_credentials
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
@@ -73,24 +71,6 @@ ORPHANS_ARGUMENT_SPEC = group_argument_spec(
     include_legacy=dict(type="bool", default=False),
 )
 
-# Where a cloud without a declared credential option finds its credentials: files in the
-# user's home (the SDK's own chain) or an engine socket.
-_CREDENTIAL_FILES = {
-    "aws": ("~/.aws/credentials", "~/.aws/config"),
-    "gcp": ("~/.config/gcloud/application_default_credentials.json",),
-    "docker": ("/var/run/docker.sock",),
-}
-# Options that, set, say where credentials are (not credentials themselves).
-_CREDENTIAL_POINTERS = {
-    "aws": ("profile",),
-    "gcp": ("credentials_file",),
-    "docker": ("docker_host",),
-    "nebius": ("service_account_private_key_file",),
-}
-_CREDENTIAL_ENVIRONMENT = {
-    "gcp": ("GOOGLE_APPLICATION_CREDENTIALS",),
-}
-
 
 class SweepError(Exception):
     """A parameter is wrong; the message names it and says what was expected."""
@@ -106,20 +86,15 @@ def sweep_key(vm_name: str, journal_id: Optional[str] = None) -> str:
 
 def has_credentials(cloud: str, options: Optional[Dict[str, Any]] = None,
                     environ: Optional[Dict[str, str]] = None, exists: Callable[[str], bool] = os.path.exists) -> bool:
-    """Whether ``cloud`` looks configured on this controller, without calling it: a credential
-    option given (in ``options`` or its environment variable), or the SDK's own credential
-    files. The local cloud needs none and always counts."""
-    environ = os.environ if environ is None else environ
-    if cloud == "local":
+    """Whether ``cloud`` looks configured on this controller, without calling it: any source
+    of credentials its declaration names (providers/cloud_options/<cloud>.py ``CREDENTIALS``)
+    is set: a whole set of its credential options (in ``options`` or their environment
+    variables), a variable or a file its SDK reads. A cloud that declares none (the local
+    cloud) always counts."""
+    declared = declared_credentials(cloud)
+    if declared is None:
         return True
-    spec = registry.OPTION_SPECS.get(cloud) or {}
-    options = options or {}
-    for name in secret_option_names(spec) + _CREDENTIAL_POINTERS.get(cloud, ()):
-        if options.get(name) or any(environ.get(var) for var in environment_names(spec.get(name) or {})):
-            return True
-    if any(environ.get(var) for var in _CREDENTIAL_ENVIRONMENT.get(cloud, ())):
-        return True
-    return any(exists(os.path.expanduser(path)) for path in _CREDENTIAL_FILES.get(cloud, ()))
+    return declared.found(options or {}, os.environ if environ is None else environ, exists)
 
 
 def default_clouds(cloud_options: Dict[str, Dict[str, Any]]) -> List[str]:

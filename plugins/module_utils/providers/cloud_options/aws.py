@@ -54,3 +54,10 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+# Where boto3 finds credentials (the adapter's check_credentials resolves its chain locally, and names these
+# when it finds none).
+CREDENTIALS = shared.Credentials(
+    "aws", OPTIONS, sets=[("aws_access_key_id", "aws_secret_access_key"), ("profile",)],
+    files=("~/.aws/credentials", "~/.aws/config"),
+    also=("run aws configure (it writes ~/.aws/credentials)",))

@@ -49,3 +49,5 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+CREDENTIALS = shared.Credentials("digitalocean", OPTIONS, sets=[("api_key",)])

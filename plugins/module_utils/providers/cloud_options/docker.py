@@ -43,3 +43,7 @@ OPTIONS = dict(
     python_interpreter=dict(type="str", default=DEFAULT_PYTHON,
                             description="The Python Ansible uses in the container."),
 )
+
+# No credentials: where an engine may answer, for the orphan sweep's choice of clouds only (never a refusal).
+CREDENTIALS = shared.Credentials("docker", OPTIONS, sets=[("docker_host",)], files=("/var/run/docker.sock",),
+                                 checked=False)

@@ -54,3 +54,10 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+# The project and the credentials every call needs (Application Default Credentials where no key file is given).
+CREDENTIALS = shared.Credentials(
+    "gcp", OPTIONS, sets=[("credentials_file",)], required=("project",),
+    environment=("GOOGLE_APPLICATION_CREDENTIALS",),
+    files=("~/.config/gcloud/application_default_credentials.json",),
+    also=("run gcloud auth application-default login",))

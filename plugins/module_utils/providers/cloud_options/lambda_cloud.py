@@ -43,3 +43,5 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+CREDENTIALS = shared.Credentials("lambda", OPTIONS, sets=[("api_key",)])

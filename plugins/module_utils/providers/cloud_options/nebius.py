@@ -64,3 +64,8 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+CREDENTIALS = shared.Credentials(
+    "nebius", OPTIONS, required=("project_id",),
+    sets=[("iam_token",), ("credentials_file",),
+          ("service_account_id", "service_account_public_key_id", "service_account_private_key_file")])

@@ -36,3 +36,5 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+CREDENTIALS = shared.Credentials("primeintellect", OPTIONS, sets=[("api_key",)])

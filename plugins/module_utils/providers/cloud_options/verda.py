@@ -51,3 +51,5 @@ OPTIONS = dict(
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )
+
+CREDENTIALS = shared.Credentials("verda", OPTIONS, sets=[("client_id", "client_secret")])

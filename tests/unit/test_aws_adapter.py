@@ -318,7 +318,9 @@ def test_prepare_controller_lookup_failures(make, httpserver):
     with pytest.raises(ProviderError) as info:
         make(allowed_cidrs=None, controller_ip_url="http://127.0.0.1:%d/" % _closed_port()).prepare(
             offer_for(), spec_for("ctl2"))
-    assert info.value.kind == ErrorKind.TRANSIENT
+    # An address that cannot be looked up is one clear error saying what to set, never a Transient to retry.
+    assert info.value.kind == ErrorKind.INVALID_REQUEST
+    assert "cloud_options.aws.allowed_cidrs" in info.value.msg and "controller_ip_url" in info.value.msg
 
 
 # -- create / observe / delete / cleanup ----------------------------------------------------

@@ -84,10 +84,13 @@ def test_registry_builds_the_adapter(fake):
 def test_project_is_required(options, monkeypatch):
     for name in ("GCP_PROJECT", "GCE_PROJECT"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(ProviderError) as info:
-        GcpProvider(options)
-    assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("project:")
-    assert "GCP_PROJECT" in info.value.msg
+    adapter = GcpProvider(dict(options, api_endpoint="http://127.0.0.1:9"))   # built: capabilities need none
+    assert adapter.capabilities().boot_script
+    for refused in (adapter.check_credentials, lambda: adapter.plan(ResourceRequest(vm_name="x", gpu="L4"))):
+        with pytest.raises(ProviderError) as info:   # before any call (nothing listens on port 9)
+            refused()
+        assert info.value.kind == ErrorKind.CREDENTIALS and info.value.block_scope == "cloud"
+        assert info.value.msg == "gcp: no project: set cloud_options.gcp.project (or one of GCP_PROJECT, GCE_PROJECT)"
 
 
 def test_an_option_of_a_wrong_type_names_the_field():
@@ -151,7 +154,8 @@ def test_missing_application_default_credentials_is_credentials(monkeypatch, tmp
     assert adapter.capabilities().boot_script  # capabilities need no credentials
     with pytest.raises(ProviderError) as info:
         adapter.plan(ResourceRequest(vm_name="x", gpu="L4"))
-    assert info.value.kind == ErrorKind.CREDENTIALS and "Application Default Credentials" in info.value.msg
+    assert info.value.kind == ErrorKind.CREDENTIALS
+    assert "cloud_options.gcp.credentials_file" in info.value.msg and "GOOGLE_APPLICATION_CREDENTIALS" in info.value.msg
 
 
 def test_capabilities(fake):

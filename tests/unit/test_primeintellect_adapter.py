@@ -109,6 +109,18 @@ def test_spot_regions_providers_and_security_filters(fake):
     assert community.instance_type.endswith("/community")
 
 
+def test_an_offer_answers_every_region_name_its_plan_matched_it_by(fake):
+    """A VM's journalled places (the reuse check) are what plan matched: data center, country, Prime's region."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import in_regions
+    provider = adapter(fake)
+    for asked in (["us"], ["US-KS-2"], ["united_states"]):
+        [found] = provider.plan(ResourceRequest(vm_name="u1", gpu="H100", regions=asked))
+        vm = {"location": found.location.to_dict(), "places": provider.offer_places(found),
+              "regions_fold": provider.regions_fold}
+        assert in_regions(vm, asked), (asked, vm)
+        assert not in_regions(vm, ["canada"])
+
+
 def test_community_offers_are_priced_at_the_community_price(tmp_path):
     community = offer("c1", "RTX4090_24GB", "runpod", "EU-RO-1", "RO", 0.69, security="community_cloud")
     community["prices"]["communityPrice"] = 0.44

@@ -57,6 +57,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import (
     GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import credentials as aws_credentials
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import render_user_data
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.aws import (
     DEFAULT_CONTROLLER_IP_URL, OPTIONS,
@@ -91,6 +92,10 @@ _MISSING_PARAMETER_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "Ac
 # (letters, digits, spaces and _ . : / = + - @) keeps a journal id portable.
 _TAG_VALUE_RE = re.compile(r"^[\w .:/=+\-@]{0,256}$")
 
+
+# What a failed controller address lookup tells the user to do.
+_SET_CIDRS = ("set cloud_options.aws.allowed_cidrs (in the playbooks, gpuprov_cloud_options) to the addresses that "
+              "may reach the VM, for example [\"203.0.113.7/32\"]")
 
 # Every SDK exception a primitive lets out leaves it classified.
 _classified = classified(classify_error, (BotoCoreError, ClientError))
@@ -143,6 +148,19 @@ class AwsProvider(TypedOptionsProvider):
             k3s_access=K3sAccess.DIRECT if self._k3s_direct else K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
         )
+
+    def check_credentials(self) -> None:
+        """The key options, else boto3's credential chain as it resolves here without a call
+        (providers/aws/credentials.py); Credentials naming the options and variables when neither has any."""
+        problem = aws_credentials.missing(self.options)
+        if problem:
+            raise ProviderError(ErrorKind.CREDENTIALS, problem, BlockScope.CLOUD)
+
+    @_classified
+    def verify_credentials(self) -> None:
+        """One STS GetCallerIdentity (allowed to every principal, read-only): plan makes no call."""
+        regions = self.options.get("regions") or DEFAULT_REGIONS
+        self._client("sts", regions[0], fail_fast=True).get_caller_identity()
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
         """Static ladder x regions, type-major (cheapest rung first, regions in order)."""
@@ -404,8 +422,8 @@ class AwsProvider(TypedOptionsProvider):
         url = self.options.get("controller_ip_url")
         url = DEFAULT_CONTROLLER_IP_URL if url is None else url  # '' disables the lookup
         if not url:
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller "
-                                "address lookup is disabled (controller_ip_url is empty)")
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and the controller address lookup "
+                                "is disabled (cloud_options.aws.controller_ip_url is empty); %s" % _SET_CIDRS)
         # Ansible's urls (about 0.1 s to import) serves only this lookup: not imported on a re-run.
         from ansible.module_utils.urls import (  # pylint: disable=import-outside-toplevel
             ConnectionError as UrlConnectionError, open_url,
@@ -414,13 +432,15 @@ class AwsProvider(TypedOptionsProvider):
             with open_url(url, timeout=10) as reply:  # https by default
                 text = reply.read(100).decode("ascii", "replace").strip()
         except (urllib.error.URLError, OSError, UrlConnectionError) as exc:
-            raise ProviderError(ErrorKind.TRANSIENT, "allowed_cidrs: not set and the controller address "
-                                "lookup at %s failed (%s); set allowed_cidrs" % (url, exc))
+            # Asked once, never retried: a controller that cannot reach it is told what to set instead.
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and this controller's public "
+                                "address could not be looked up at %s (cloud_options.aws.controller_ip_url): %s; %s"
+                                % (url, getattr(exc, "reason", None) or exc, _SET_CIDRS))
         try:
             address = ipaddress.ip_address(text)
         except ValueError:
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set and %s answered %r, "
-                                "not an IP address; set allowed_cidrs" % (url, text[:40]))
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and %s answered %r, not an IP "
+                                "address; %s" % (url, text[:40], _SET_CIDRS))
         self._controller_cidrs = ["%s/%d" % (address, address.max_prefixlen)]
         return self._controller_cidrs
 

@@ -16,6 +16,7 @@ from typing import Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, ProviderError,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.aws import CREDENTIALS
 
 try:
     from botocore import exceptions as _bce
@@ -155,7 +156,9 @@ def classify_error(exc: BaseException) -> ProviderError:
             status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
             return classify_code(str(error.get("Code") or ""), str(error.get("Message") or ""),
                                  status, getattr(exc, "operation_name", "") or "")
-        if isinstance(exc, (_bce.NoCredentialsError, _bce.PartialCredentialsError, _bce.ProfileNotFound,
+        if isinstance(exc, _bce.NoCredentialsError):
+            return ProviderError(ErrorKind.CREDENTIALS, CREDENTIALS.message(), BlockScope.CLOUD)
+        if isinstance(exc, (_bce.PartialCredentialsError, _bce.ProfileNotFound,
                             _bce.NoAuthTokenError, _bce.CredentialRetrievalError,
                             _bce.UnauthorizedSSOTokenError, _bce.TokenRetrievalError)):
             return ProviderError(ErrorKind.CREDENTIALS, "AWS credentials: %s" % exc, BlockScope.CLOUD)

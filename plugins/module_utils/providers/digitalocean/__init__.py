@@ -98,6 +98,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
     def api(self) -> RestClient:
         """The REST client, made on first use (capabilities and option checks need no token)."""
         if self._client is None:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             self._client = DigitalOceanClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
                                               name="digitalocean", rules=RULES,
                                               timeout=(10.0, self.options["request_timeout_s"] or 60.0))

@@ -30,14 +30,15 @@ accelerator type and whether the GPUs are attached (N1) or built in.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
+    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import OPTIONS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import CREDENTIALS, OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
     check_regions, cidr_list, require_sdk, tcp_ports,
 )
@@ -77,6 +78,19 @@ _CLIENTS = {
     "zone_operations": "ZoneOperationsClient", "global_operations": "GlobalOperationsClient",
     "machine_types": "MachineTypesClient", "disks": "DisksClient", "accelerator_types": "AcceleratorTypesClient",
 }
+
+
+def _adc_here() -> bool:
+    """Application Default Credentials this machine holds without a call: the file gcloud writes
+    (under CLOUDSDK_CONFIG when set), or a GCE VM (its DMI says so), whose metadata server answers."""
+    if not HAS_GCP:
+        return False
+    try:
+        from google.auth import _cloud_sdk, _metadata  # pylint: disable=import-outside-toplevel
+        return (os.path.exists(_cloud_sdk.get_application_default_credentials_path())
+                or bool(_metadata.detect_gce_residency_linux()))
+    except (ImportError, AttributeError, OSError):
+        return False
 
 
 def _http_status(exc: BaseException) -> Optional[int]:
@@ -137,12 +151,8 @@ class GcpProvider(TypedOptionsProvider):
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
         require_sdk(self.name, HAS_GCP, "google-cloud-compute", GCP_IMPORT_ERROR)
-        project = self.options["project"]
-        if not project or not project.strip():
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "project: the gcp cloud needs the GCP project id (cloud_options.gcp.project, "
-                                "or GCP_PROJECT / GCE_PROJECT in the environment)")
-        self.project = project.strip()
+        # Without one, every call is refused before it is made (check_credentials names the option).
+        self.project = (self.options["project"] or "").strip()
         self.k3s_direct = self.options["k3s_direct"]
         self.network = self.options["network"] or "default"
         self.op_timeout = self.options["operation_timeout_s"]
@@ -155,6 +165,14 @@ class GcpProvider(TypedOptionsProvider):
         ) if read_retry_s > 0 else None
         self._credentials = None
         self._clients: Dict[str, Any] = {}
+
+    def check_credentials(self) -> None:
+        """The project, and credentials: a key file, Application Default Credentials this machine holds
+        (GOOGLE_APPLICATION_CREDENTIALS, gcloud's ADC file), a GCE VM's metadata server, or anonymous ones
+        with api_endpoint. Local only: the metadata server is not asked."""
+        problem = CREDENTIALS.missing(self.options, elsewhere=bool(self.options.get("api_endpoint")) or _adc_here())
+        if problem:
+            raise ProviderError(ErrorKind.CREDENTIALS, problem, BlockScope.CLOUD)
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -172,13 +190,13 @@ class GcpProvider(TypedOptionsProvider):
             except (OSError, ValueError) as exc:
                 raise ProviderError(ErrorKind.CREDENTIALS, "credentials_file: cannot load %r: %s" % (path, exc))
             except Exception as exc:  # DefaultCredentialsError and friends
-                raise ProviderError(ErrorKind.CREDENTIALS,
-                                    "gcp: no credentials (set credentials_file or Application Default "
-                                    "Credentials): %s" % (exc,))
+                raise ProviderError(ErrorKind.CREDENTIALS, "%s (%s)" % (CREDENTIALS.message(), type(exc).__name__),
+                                    BlockScope.CLOUD)
         return self._credentials
 
     def _client(self, kind: str):
         if kind not in self._clients:
+            self.check_credentials()
             endpoint = self.options.get("api_endpoint")
             client_options = {"api_endpoint": endpoint} if endpoint else None
             cls = getattr(compute_v1, _CLIENTS[kind])

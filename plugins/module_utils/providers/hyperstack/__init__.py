@@ -102,6 +102,7 @@ class HyperstackProvider(TypedOptionsProvider):
     def api(self) -> RestClient:
         """The REST client, made on first use (capabilities need no key)."""
         if self._client is None:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             auth = HeaderToken("api_key", self.options["api_key"] or "", option="api_key")
             self._client = RestClient(self.options["api_url"], auth=auth, name="hyperstack", rules=RULES,
                                       timeout=(10.0, self.options["request_timeout_s"] or 60.0))

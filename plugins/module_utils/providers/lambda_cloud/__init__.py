@@ -72,6 +72,7 @@ class LambdaProvider(TypedOptionsProvider):
     def api(self) -> RestClient:
         """The REST client, made on first use (capabilities need no key)."""
         if self._client is None:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             self._client = RestClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
                                       name="lambda", rules=RULES,
                                       timeout=(10.0, self.options["request_timeout_s"] or 60.0))

@@ -86,6 +86,15 @@ def _malformed(what: str) -> RestError:
 
 class PrimeIntellectProvider(TypedOptionsProvider):
     name = "primeintellect"
+    # plan takes an offer to answer a region given as its data center (US-KS-2), its country (US) or
+    # Prime's region (united_states), in any case: a later run judges a VM's regions the same way.
+    regions_fold = True
+
+    def offer_places(self, offer: Offer) -> List[str]:
+        detail = offer.detail or {}
+        return [str(p) for p in dict.fromkeys((offer.region, detail.get("data_center"), detail.get("country"),
+                                               detail.get("prime_region"))) if p]
+
     option_spec = OPTIONS
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
@@ -97,6 +106,7 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         """The REST client, made on first use: building the adapter (capabilities, option
         checks) needs no key; the first API call without one is Credentials."""
         if self._client is None:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             self._client = RestClient(base_url(self.options["api_url"]),
                                       auth=BearerToken(self.options["api_key"] or ""), name=self.name, rules=RULES)
         return self._client

@@ -102,7 +102,8 @@ def offer_from(item: Dict[str, Any], image: str) -> Optional[Offer]:
         unavailable_reason=reason,
         detail={"cloud_id": cloud_id, "gpu_type": gpu_type, "gpu_count": item["gpuCount"],
                 "socket": item.get("socket"), "provider": provider, "data_center": item.get("dataCenter"),
-                "country": item.get("country"), "security": item.get("security"), "image": image,
+                "country": item.get("country"), "prime_region": item.get("region"), "security": item.get("security"),
+                "image": image,
                 "stock_status": stock, "price_basis": "per pod per hour"},
     )
 

@@ -80,6 +80,7 @@ class RunpodProvider(TypedOptionsProvider):
         (capabilities, option checks, a fresh adapter from journalled options, which hold no
         key) needs no key; the first call without one is Credentials."""
         if table not in self._clients:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             auth = BearerToken(self.options["api_key"], option="api_key")
             rules = CREATE_RULES if table == "create" else RULES
             self._clients[table] = RestClient(self.options["api_url"], auth=auth, name=self.name, rules=rules)

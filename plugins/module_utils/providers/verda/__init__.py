@@ -116,6 +116,7 @@ class VerdaProvider(TypedOptionsProvider):
     def _api(self) -> RestClient:
         """The REST client, built on first use (a missing credential is Credentials then)."""
         if self._client is None:
+            self.check_credentials()   # no key: refused here, naming its option and variable
             base = (self.options["api_url"] or "").rstrip("/")
             token = ClientCredentialsToken(base + "/oauth2/token", self.options["client_id"],
                                            self.options["client_secret"], name=self.name)

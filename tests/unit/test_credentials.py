@@ -1,0 +1,203 @@
+"""Credentials, declared once per cloud (providers/cloud_options/<cloud>.py ``CREDENTIALS``):
+the message of a missing one names the options and the environment variables that provide
+it, every adapter's ``check_credentials`` tells without a call, the AWS one resolves boto3's
+chain locally (the moto fake answers any call it would make), and ``verify_credentials``
+asks AWS once, read-only."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import credentials as aws_credentials
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import classify_error
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    BlockScope, ErrorKind, ProviderError, ResourceRequest,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import (
+    declared_credentials, environment_names,
+)
+from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as fake
+
+moto_ec2 = fake.moto_ec2
+
+# The marketplace clouds: REST APIs whose credential is an API key (verda: an OAuth2 client id and secret).
+MARKETPLACE = {"lambda": ("api_key",), "runpod": ("api_key",), "primeintellect": ("api_key",),
+               "massedcompute": ("api_key",), "hyperstack": ("api_key",), "digitalocean": ("api_key",),
+               "verda": ("client_id", "client_secret")}
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def no_aws_credentials(moto_ec2, monkeypatch, tmp_path):
+    """Nothing boto3 could find: no key variables, empty shared files, no metadata service."""
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return tmp_path
+
+
+def _variables(cloud: str, option: str):
+    return environment_names(registry.OPTION_SPECS[cloud][option])
+
+
+# -- the declarations and their messages --------------------------------------------------------
+
+def test_every_cloud_that_needs_credentials_declares_them():
+    needing = {cloud for cloud in registry.known_clouds() if cloud not in ("local",)}
+    assert {cloud for cloud in needing if declared_credentials(cloud) is None} == set()
+    assert declared_credentials("local") is None
+
+
+@pytest.mark.parametrize("cloud", sorted(MARKETPLACE))
+def test_each_marketplace_cloud_refuses_without_its_key_naming_the_option_and_the_variable(cloud, monkeypatch):
+    options = MARKETPLACE[cloud]
+    for option in options:
+        for variable in _variables(cloud, option):
+            monkeypatch.delenv(variable, raising=False)
+    provider = registry.get_provider(cloud, {"api_url": "http://127.0.0.1:%d" % _closed_port()})
+    for refused in (provider.check_credentials, lambda: provider.plan(ResourceRequest(vm_name="x", gpu="H100"))):
+        with pytest.raises(ProviderError) as info:   # a call to the closed port would be Transient
+            refused()
+        assert info.value.kind == ErrorKind.CREDENTIALS and info.value.block_scope == BlockScope.CLOUD
+        msg = info.value.msg
+        assert msg.startswith("%s: no credentials: set " % cloud), msg
+        for option in options:
+            assert "cloud_options.%s.%s" % (cloud, options[0]) in msg and option in msg, msg
+            assert all(variable in msg for variable in _variables(cloud, option)), msg
+
+
+@pytest.mark.parametrize("cloud", sorted(MARKETPLACE))
+def test_a_marketplace_key_in_its_variable_passes_the_check(cloud, monkeypatch):
+    for option in MARKETPLACE[cloud]:
+        monkeypatch.setenv(_variables(cloud, option)[0], "not-a-real-key")
+    registry.get_provider(cloud, {}).check_credentials()
+
+
+def test_half_a_credential_pair_names_the_missing_half(monkeypatch):
+    monkeypatch.delenv("VERDA_CLIENT_SECRET", raising=False)
+    with pytest.raises(ProviderError) as info:
+        registry.get_provider("verda", {"client_id": "id-only"}).check_credentials()
+    assert info.value.msg == ("verda: incomplete credentials: client_id set without client_secret; set "
+                              "cloud_options.verda.client_secret (or VERDA_CLIENT_SECRET)")
+    assert "id-only" not in info.value.msg
+
+
+def test_a_required_option_is_named_before_the_credentials(monkeypatch):
+    monkeypatch.delenv("NEBIUS_PROJECT_ID", raising=False)
+    with pytest.raises(ProviderError) as info:
+        registry.get_provider("nebius", {"iam_token": "t"}).check_credentials()
+    assert info.value.msg == "nebius: no project_id: set cloud_options.nebius.project_id (or NEBIUS_PROJECT_ID)"
+
+
+def test_the_sweep_and_the_check_read_the_same_declaration():
+    declared = declared_credentials("lambda")
+    nothing = {"environ": {}, "exists": lambda path: False}
+    assert not declared.found({}, **nothing) and declared.missing({}, **nothing) == declared.message()
+    assert declared.found({}, environ={"LAMBDA_API_KEY": "k"}, exists=lambda path: False)
+    assert declared.missing({}, environ={"LAMBDA_API_KEY": "k"}, exists=lambda path: False) is None
+
+
+def test_docker_is_never_refused_by_its_declaration(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert not declared_credentials("docker").checked   # a guess for the sweep: the engine itself answers
+
+
+# -- aws: boto3's chain, resolved here without a call --------------------------------------------
+
+def test_aws_without_credentials_is_refused_before_any_call(no_aws_credentials, moto_ec2):
+    before = len(moto_ec2.calls())
+    provider = AwsProvider({"endpoint_url": moto_ec2.endpoint_url})
+    with pytest.raises(ProviderError) as info:
+        provider.check_credentials()
+    assert info.value.kind == ErrorKind.CREDENTIALS and info.value.block_scope == BlockScope.CLOUD
+    assert info.value.msg == declared_credentials("aws").message()
+    for name in ("cloud_options.aws.aws_access_key_id", "aws_secret_access_key", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "cloud_options.aws.profile", "AWS_PROFILE", "~/.aws/credentials"):
+        assert name in info.value.msg
+    assert len(moto_ec2.calls()) == before
+
+
+def test_aws_credentials_from_the_shared_file_pass_without_a_call(no_aws_credentials, moto_ec2):
+    (no_aws_credentials / "credentials").write_text("[default]\naws_access_key_id = AKIDEXAMPLE\n"
+                                                    "aws_secret_access_key = not-a-secret\n")
+    before = len(moto_ec2.calls())
+    AwsProvider({"endpoint_url": moto_ec2.endpoint_url}).check_credentials()
+    assert len(moto_ec2.calls()) == before
+
+
+def test_aws_options_and_their_variables(no_aws_credentials, monkeypatch):
+    AwsProvider({"aws_access_key_id": "AKID", "aws_secret_access_key": "s"}).check_credentials()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKID")
+    with pytest.raises(ProviderError) as info:
+        AwsProvider({}).check_credentials()
+    assert info.value.msg.startswith("aws: incomplete credentials: aws_access_key_id set without "
+                                     "aws_secret_access_key")
+    assert "AKID" not in info.value.msg
+
+
+def test_an_aws_profile_that_does_not_exist_is_named(no_aws_credentials):
+    with pytest.raises(ProviderError) as info:
+        AwsProvider({"profile": "gpuprov-no-such-profile"}).check_credentials()
+    assert info.value.kind == ErrorKind.CREDENTIALS
+    assert "gpuprov-no-such-profile" in info.value.msg and "AWS_PROFILE" in info.value.msg
+
+
+def test_aws_sources_only_a_call_could_read_are_not_refused(no_aws_credentials):
+    """A container role or an instance role answers only over HTTP: the check lets the real call tell."""
+    assert aws_credentials.missing({}, environ={"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/creds"}) is None
+    assert aws_credentials.missing({}, environ={}, ec2=lambda: True) is None
+    assert aws_credentials.missing({}, environ={"AWS_EC2_METADATA_DISABLED": "true"}, ec2=lambda: True)
+    (no_aws_credentials / "config").write_text("[default]\ncredential_process = /bin/false\n")
+    assert aws_credentials.missing({}, environ={"AWS_EC2_METADATA_DISABLED": "true"}) is None   # never run
+
+
+def test_ec2_is_told_by_its_dmi():
+    files = {"/sys/devices/virtual/dmi/id/sys_vendor": "Amazon EC2"}
+    assert aws_credentials.on_ec2(lambda path: files.get(path, ""))
+    assert not aws_credentials.on_ec2(lambda path: "QEMU" if path.endswith("sys_vendor") else "")
+
+
+def test_boto3_finding_none_later_names_the_options_too():
+    from botocore import exceptions as bce
+    err = classify_error(bce.NoCredentialsError())
+    assert err.kind == ErrorKind.CREDENTIALS and err.msg == declared_credentials("aws").message()
+
+
+# -- aws: the one read-only call of a preview ---------------------------------------------------
+
+def test_aws_verify_is_one_get_caller_identity(moto_ec2):
+    account = moto_ec2.new_account()
+    AwsProvider(dict(account, endpoint_url=moto_ec2.endpoint_url)).verify_credentials()
+    assert [c["action"] for c in moto_ec2.calls(account=account["aws_access_key_id"])] == ["GetCallerIdentity"]
+
+
+def test_aws_verify_refused_is_credentials(moto_ec2):
+    account = moto_ec2.new_account()
+    moto_ec2.inject("GetCallerIdentity", code="InvalidClientTokenId", status=403,
+                    message="The security token included in the request is invalid.",
+                    account=account["aws_access_key_id"])
+    with pytest.raises(ProviderError) as info:
+        AwsProvider(dict(account, endpoint_url=moto_ec2.endpoint_url)).verify_credentials()
+    assert info.value.kind == ErrorKind.CREDENTIALS and info.value.block_scope == BlockScope.CLOUD
+    assert len(moto_ec2.calls("GetCallerIdentity", account["aws_access_key_id"])) == 1   # no SDK retry
+
+
+def test_aws_verify_of_an_unreachable_endpoint_is_transient(moto_ec2):
+    account = moto_ec2.new_account()
+    with pytest.raises(ProviderError) as info:
+        AwsProvider(dict(account, endpoint_url="http://127.0.0.1:%d" % _closed_port())).verify_credentials()
+    assert info.value.kind == ErrorKind.TRANSIENT

@@ -3,7 +3,9 @@
 Shapes follow DigitalOcean's OpenAPI spec (digitalocean/openapi): a single object comes
 back under its singular name (``{"droplet": ...}``), a collection under its plural with
 ``links.pages`` {first, prev, next, last} and ``meta.total`` (``per_page`` up to 200, 20 by
-default); every error is ``{"id", "message"}`` with ``id`` mirroring the status
+default; with :attr:`ignore_paging` the server ignores the page query: every page gets the
+first page's items, ``meta.total`` still the total, and a ``next`` link to the page after
+the one asked); every error is ``{"id", "message"}`` with ``id`` mirroring the status
 (``unauthorized``, ``not_found``, ``unprocessable_entity``, ``too_many_requests``...), but a
 bad tag name on ``POST /tags`` is the ``{"error", "messages", "root_causes"}`` shape.
 
@@ -236,7 +238,10 @@ class DigitalOceanApiFake(MarketplaceFake):
         pages = {}
         if page > 1:
             pages.update(first=link(1), prev=link(page - 1))
-        if page < last:
+        if self.ignore_paging:
+            body[plural] = items[:per_page]
+            pages.update(next=link(page + 1))
+        elif page < last:
             pages.update(next=link(page + 1), last=link(last))
         if pages:
             body["links"]["pages"] = pages

@@ -14,6 +14,10 @@ error bodies ``{"error": {"code", "message", "errors": [{"message", "domain", "r
 State: instances and firewalls (and operations), per project. Lists support
 ``maxResults`` / ``pageToken`` and the filter forms the adapter sends
 (``labels.k = "v"``, ``name eq "re"``, ``!=``/``ne``, parenthesised conjunctions, ``OR``).
+With ``ignore_paging`` the server ignores ``pageToken``: every list answers its first page
+and a ``nextPageToken`` (the same each time, as a server repeating its first answer sends);
+after ``IGNORED_PAGES_MAX`` such answers it sends none, so a client that follows tokens
+forever ends (with every page's items many times over) instead of hanging the suite.
 Levers:
 
 * ``fail_next(calls, status, reason=..., message=...)``: the next request of one of
@@ -213,6 +217,9 @@ def parse_filter(text: str):
     return pred
 
 
+IGNORED_PAGES_MAX = 300
+
+
 class GcpComputeFake:
     """The fake API; ``url`` is the ``api_endpoint`` for the adapter."""
 
@@ -228,6 +235,8 @@ class GcpComputeFake:
         self.calls: List[Dict[str, Any]] = []
         self.op_mode = "pending"
         self.delete_lag = 0
+        self.ignore_paging = False
+        self._ignored_pages = 0
         self._http_faults: List[Tuple[Tuple[str, ...], int, str, str]] = []
         self._insert_faults: List[Dict[str, Any]] = []
         self._exhausted: set = set()
@@ -363,6 +372,9 @@ class GcpComputeFake:
 
     def _page(self, items: List[Any], args: Dict[str, str]):
         size = min(int(args.get("maxResults") or self.page_size), 500)
+        if self.ignore_paging:
+            self._ignored_pages += 1
+            return items[:size], (str(size) if self._ignored_pages <= IGNORED_PAGES_MAX else None)
         start = int(args.get("pageToken") or 0)
         nxt = start + size
         return items[start:nxt], (str(nxt) if nxt < len(items) else None)

@@ -26,6 +26,10 @@ carry ``{"status": true, "message", <payload>}`` (the pricebook is a bare array)
   in its environment, deleting a key a VM uses.
 * Errors on demand: :meth:`fail_capacity`, :meth:`fail_quota`, :meth:`rate_limit`,
   :meth:`server_error`, :meth:`bad_auth`, :meth:`invalid`, :meth:`malformed`.
+* Paging: listings page by ``page``/``pageSize`` with ``count`` (all the items), ``page`` and
+  ``page_size``. With :attr:`ignore_paging` the server ignores the page query, as the one of
+  issue 24 did: every ``page=N`` gets the first page, ``count`` still the total, and a
+  ``page_size`` that says the page is full (the number of items it sent).
 """
 
 from __future__ import annotations
@@ -229,6 +233,9 @@ class HyperstackApiFake(MarketplaceFake):
         search = (req.arg("search") or "").lower()
         if search:
             items = [i for i in items if search in str(i.get("name", "")).lower() or search == str(i.get("id"))]
+        if self.ignore_paging:
+            chunk = items[:size]
+            return ok("Success", **{key: chunk, "count": len(items), "page": 1, "page_size": len(chunk)})
         chunk = items[(page - 1) * size:page * size]
         return ok("Success", **{key: chunk, "count": len(items), "page": page, "page_size": size})
 

@@ -197,9 +197,14 @@ class PortForwarder:
 class MarketplaceFake:
     """A vendor API on a loopback port. Subclasses set ``cloud``, override ``authorized``
     and ``auth_error`` (and ``not_found`` / ``bad_json`` for the vendor's bodies), and
-    declare routes with :func:`route`."""
+    declare routes with :func:`route`.
+
+    ``ignore_paging``: the server ignores the paging query of its paged listings (issue 24):
+    each fake with one answers every page asked as its first page, with the listing's total
+    where the vendor reports one; each says how it still signals a next page."""
 
     cloud = "marketplace"
+    ignore_paging = False
 
     def __init__(self, root: str, token: str = "fake-token", boot_polls: int = 2):
         self.root = root

@@ -7,7 +7,11 @@
   makes the server answer matching requests with the EC2 error document (or any
   canned body) instead of passing them to moto. The adapter's botocore client parses
   a real HTTP error response, so its retry configuration and error parsing are the
-  real ones. ``fake.calls(...)`` tells how many requests of an action arrived.
+  real ones. ``fake.calls(...)`` tells how many requests of an action arrived (and with
+  which ``NextToken``).
+* **A server that ignores paging.** ``fake.ignore_paging(account)``: that account's
+  ``Describe*`` requests reach moto without their ``NextToken``, and every answer carries the
+  same ``nextToken``, as a server repeating its first answer would.
 
 Use the ``moto_ec2`` session fixture (import it into a test module or conftest), or
 ``shared_server()`` where no fixture is at hand (conformance harnesses).
@@ -23,7 +27,7 @@ import random
 import re
 import threading
 from typing import Any, Dict, List, Optional
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import pytest
 
@@ -58,6 +62,7 @@ class _Middleware:
         self.lock = threading.Lock()
         self.rules: List[_Rule] = []
         self.log: List[Dict[str, str]] = []
+        self.ignoring_paging: set = set()   # accounts whose Describe* paging is ignored
 
     def __call__(self, environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -69,6 +74,7 @@ class _Middleware:
         if account != "123456789012":
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = account
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        form: Dict[str, List[str]] = {}
         if target:  # JSON protocol (SSM): "AmazonSSM.GetParameter"
             action = target.rsplit(".", 1)[-1]
         else:
@@ -76,8 +82,11 @@ class _Middleware:
             query = parse_qs(environ.get("QUERY_STRING", ""))
             action = (form.get("Action") or query.get("Action") or [""])[0]
         with self.lock:
-            self.log.append({"account": account, "action": action})
+            self.log.append({"account": account, "action": action, "next_token": (form.get("NextToken") or [""])[0]})
             rule = self._take(account, action)
+            ignoring = not target and action.startswith("Describe") and account in self.ignoring_paging
+        if rule is None and ignoring:
+            return self._first_page_again(environ, start_response, body)
         if rule is None:
             return self.app(environ, start_response)
         if rule.body is not None:
@@ -90,6 +99,26 @@ class _Middleware:
         start_response("%d %s" % (rule.status, "Injected"), [
             ("Content-Type", ctype), ("Content-Length", str(len(data)))])
         return [data]
+
+    def _first_page_again(self, environ, start_response, body: bytes):
+        """moto's answer to the request without its NextToken, with a nextToken added."""
+        kept = [(k, v) for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+                if k != "NextToken"]
+        data = urlencode(kept).encode("utf-8")
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(data), str(len(data))
+        answered: Dict[str, Any] = {}
+
+        def capture(status, headers, exc_info=None):
+            answered.update(status=status, headers=headers)
+            return lambda chunk: None
+
+        reply = b"".join(self.app(environ, capture))
+        if answered["status"].startswith("200"):
+            reply = re.sub(rb"<nextToken>[^<]*</nextToken>", b"", reply)
+            reply = re.sub(rb"(</\w+Response>\s*)$", rb"<nextToken>ignored-paging-2</nextToken>\1", reply, count=1)
+        headers = [(k, v) for k, v in answered["headers"] if k.lower() != "content-length"]
+        start_response(answered["status"], headers + [("Content-Length", str(len(reply)))])
+        return [reply]
 
     def _take(self, account, action) -> Optional[_Rule]:
         for rule in self.rules:
@@ -166,6 +195,11 @@ class MotoEc2:
         with self.middleware.lock:
             self.middleware.rules[:] = [r for r in self.middleware.rules
                                         if account is not None and r.account != account]
+
+    def ignore_paging(self, account: str) -> None:
+        """From now on ``account``'s Describe* paging is ignored (see the module's docstring)."""
+        with self.middleware.lock:
+            self.middleware.ignoring_paging.add(account)
 
     def calls(self, action: Optional[str] = None, account: Optional[str] = None) -> List[Dict[str, str]]:
         with self.middleware.lock:

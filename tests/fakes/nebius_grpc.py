@@ -2,7 +2,9 @@
 and service names (``nebius`` ships no ``*_pb2_grpc`` servicers), only the services the adapter calls
 (``_services``), ``common.v1.OperationService`` among them. Mutations answer a kept ``common.v1.Operation``:
 an instance's Create finishes once it is RUNNING, its Delete once it is gone, the rest at once.
-* Lists page by the request's ``page_size``, else the fake's (0: all), ``next_page_token`` until the last.
+* Lists page by the request's ``page_size``, else the fake's (0: all), ``next_page_token`` until the last. With
+  ``ignore_paging`` the server ignores ``page_token``: every List answers its first page and a next token (the same
+  each time, as a server repeating its first answer sends).
 * Auth: ``authorization: Bearer <token>``, else UNAUTHENTICATED; another parent id is PERMISSION_DENIED.
 * Lifecycle: Create makes it CREATING; ``boot_polls`` reads on, RUNNING at ``127.0.0.N/32`` whose
   ``ssh_port`` forwards to a real sshd with the cloud-init ``users``' keys. Delete: DELETING, then gone.
@@ -124,6 +126,7 @@ class NebiusGrpcFake:
         self.headers: List[Tuple[str, Dict[str, str]]] = []   # each call's gRPC metadata (the token left out)
         self._call_headers: Dict[str, str] = {}
         self.page_size = 0   # the server's page size for lists the request gives none (0: everything at once)
+        self.ignore_paging = False
         self._faults: Dict[str, List[Tuple[grpc.StatusCode, str, Optional[ServiceError]]]] = {}
         self._forwarders: Dict[str, PortForwarder] = {}
         self._next_address = 2
@@ -343,13 +346,14 @@ class NebiusGrpcFake:
 
     # -- compute ---------------------------------------------------------------------------
     def list_platforms(self, request: ListPlatformsRequest) -> ListPlatformsResponse:
-        return ListPlatformsResponse(items=[Platform(
+        page, token = self._page([Platform(
             metadata=ResourceMetadata(id="computeplatform-" + name, name=name),
             spec=PlatformSpec(human_readable_name=p["human"], presets=[Preset(
                 name=preset, resources=PresetResources(gpu_count=p["gpus"][preset], vcpu_count=int(
                     preset.split("vcpu")[0].split("-")[-1]), memory_gibibytes=int(preset.split("-")[-1][:-2])))
                 for preset in p["presets"]]),
-            status=PlatformStatus(allowed_for_preemptibles=p["spot"])) for name, p in self.platforms.items()])
+            status=PlatformStatus(allowed_for_preemptibles=p["spot"])) for name, p in self.platforms.items()], request)
+        return ListPlatformsResponse(items=page, next_page_token=token)
 
     def _read(self, record: Optional[Dict[str, Any]], resource_id: str) -> Instance:
         if record is not None:
@@ -380,6 +384,8 @@ class NebiusGrpcFake:
         except ValueError:
             raise self._invalid("page_token", "not a token this list gave")
         size = int(request.page_size or 0) or self.page_size or len(items) or 1
+        if self.ignore_paging:
+            return items[:size], str(size)
         return items[start:start + size], (str(start + size) if start + size < len(items) else "")
 
     def _gpus_in_use(self) -> int:

@@ -11,6 +11,11 @@ pods": unverified whether Prime injects all keys or the primary one), and
 ``sshConnection`` ``"<user>@127.0.0.1 -p <port>"``. DELETE makes it DELETING (so the next read
 shows); the read after shows it TERMINATED and the one after that finds it gone.
 
+Paging: ``/availability/gpus`` by ``page``/``page_size`` with ``totalCount``, pods and SSH keys by
+``offset``/``limit`` with ``total_count``. With :attr:`ignore_paging` every page asked is the first
+(``page`` 1, ``offset`` 0), the totals still the totals: a page is full when the listing holds at
+least the size asked, which is how Prime says another may follow.
+
 Pod names: the rule of Prime's CLI (``prime pods create``: letters, digits and dashes, at least one
 letter; the API documents none), refused with a FastAPI 422 on ``pod.name``. ``make_named_pod``
 puts a pod of any name in the account, as one made when the API took it.
@@ -230,15 +235,18 @@ class PrimeIntellectApiFake(MarketplaceFake):
                  and (count is None or o["gpuCount"] == count)
                  and (req.arg("security") in (None, o["security"]))
                  and (req.arg("socket") in (None, o["socket"]))]
+        if self.ignore_paging:
+            page = 1
         return Reply(200, {"items": items[(page - 1) * size:page * size], "totalCount": len(items)})
 
     # -- routes: pods ------------------------------------------------------------------------
-    @staticmethod
-    def _window(req) -> Optional[tuple]:
+    def _window(self, req) -> Optional[tuple]:
         try:
             offset, limit = int(req.arg("offset", "0")), int(req.arg("limit", "100"))
         except ValueError:
             return None
+        if offset >= 0 and limit >= 0 and self.ignore_paging:
+            return 0, limit
         return (offset, limit) if offset >= 0 and limit >= 0 else None
 
     @route("GET", r"/api/v1/pods/?", key="pods.list")

@@ -7,7 +7,8 @@ OpenAPI schema; the adapter's ``api_url`` is ``fake.url + "/v1"``): ``POST /oaut
 (create requires instance_type, image, hostname and location_code, takes ``tags``, and
 answers the new id as plain text; ``PUT`` runs an action), ``/ssh-keys`` (``/sshkeys`` the
 deprecated alias), ``/scripts`` (paged: ``page``, ``pageSize`` 10 unless asked, at most
-100, newest first, ``name`` a partial-match filter) and ``/locations``. Errors are Verda's
+100, newest first, ``name`` a partial-match filter; with :attr:`ignore_paging` every page asked
+is the first, a full one when there are as many scripts as the size asked) and ``/locations``. Errors are Verda's
 ``{"code", "message"}`` bodies with its documented statuses: 429 rate_limit_exceeded with
 ``Retry-After``, 503 service_unavailable for no capacity.
 
@@ -444,6 +445,8 @@ class VerdaApiFake(MarketplaceFake):
             return _error(400, "invalid_request", "page and pageSize must be numbers")
         if page < 1 or not 1 <= size <= 100:
             return _error(400, "invalid_request", "page >= 1, 1 <= pageSize <= 100")
+        if self.ignore_paging:
+            page = 1
         name = req.arg("name") or ""
         found = sorted((s for s in self.scripts.values() if name in s["name"]), key=lambda s: s["created_at"],
                        reverse=req.arg("orderDirection", "desc") == "desc")

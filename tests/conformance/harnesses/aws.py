@@ -28,7 +28,7 @@ Credentials        AuthFailure 401                       prepare, create, observ
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Tuple
 
 import pytest
 
@@ -127,6 +127,13 @@ class AwsHarness(Harness):
     def unknown_instance_id(self) -> str:
         return "i-0123456789abcdef0"
 
+    def ignore_paging(self) -> None:
+        self.fake.ignore_paging(self.account)
+
+    def page_requests(self) -> List[Tuple[str, bool]]:
+        return [(c["action"], not c["next_token"]) for c in self.fake.calls(account=self.account)
+                if c["action"].startswith("Describe")]
+
     def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
         """A running instance of the VM without a public IP yet: a subnet of the
         default VPC that does not map public addresses on launch."""
@@ -142,11 +149,12 @@ class AwsHarness(Harness):
 
     # -- views ------------------------------------------------------------------------
     def _live(self):
-        for page in self.ec2.get_paginator("describe_instances").paginate():
-            for reservation in page["Reservations"]:
-                for inst in reservation["Instances"]:
-                    if inst["State"]["Name"] != "terminated":
-                        yield inst
+        # One page: moto sends every instance to a request without MaxResults (and the
+        # fake, when it ignores paging, a next token no paginator must follow here).
+        for reservation in self.ec2.describe_instances()["Reservations"]:
+            for inst in reservation["Instances"]:
+                if inst["State"]["Name"] != "terminated":
+                    yield inst
 
     def resources(self) -> Set[str]:
         found = set()

@@ -30,7 +30,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean import (  # noqa: E402
     DigitalOceanProvider,
 )
-from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness  # noqa: E402
+from ansible_collections.gpuprov.cloud.tests.conformance.harness import Harness, MarketplacePaging  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.digitalocean_api import (  # noqa: E402
     DigitalOceanApiFake, public_key,
 )
@@ -49,8 +49,10 @@ FIRST_CALL = {
 }
 
 
-class DigitalOceanHarness(Harness):
+class DigitalOceanHarness(MarketplacePaging, Harness):
     cloud = "digitalocean"
+    paged_listings = {key: ("page", "1") for key in (
+        "sizes.list", "ssh-keys.list", "droplets.list", "tags.list", "firewalls.list")}
 
     def __init__(self, root: str):
         self.fake = DigitalOceanApiFake(root)

@@ -27,7 +27,7 @@ Other combinations skip with the reason. SDK read retries are off
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, List, Optional, Set
+from typing import Iterable, List, Optional, Set, Tuple
 
 import pytest
 
@@ -115,6 +115,13 @@ class GcpHarness(Harness):
         fresh = self.new_provider()
         offer = fresh.plan(self.request)[0]
         return fresh.create(offer, fresh.prepare(offer, spec), spec)
+
+    def ignore_paging(self) -> None:
+        self.fake.ignore_paging = True
+
+    def page_requests(self) -> List[Tuple[str, bool]]:
+        return [(c["key"], not c["args"].get("pageToken")) for c in list(self.fake.calls)
+                if c["key"].endswith((".list", ".aggregatedList"))]
 
     def resources(self) -> Set[str]:
         return ({"instance:%s/%s" % key for key in self.fake.instances}

@@ -46,6 +46,8 @@ FIRST_CALL = {
 class HyperstackHarness(LeverHarness):
     cloud = "hyperstack"
     first_call = FIRST_CALL
+    paged_listings = {key: ("page", "1") for key in (
+        "environments.list", "keypairs.list", "vms.list", "volumes.list", "firewalls.list", "clusters.list")}
 
     def __init__(self, root: str):
         self.fake = HyperstackApiFake(root)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from typing import List
+from typing import List, Tuple
 
 import pytest
 
@@ -67,6 +67,14 @@ class NebiusHarness(LeverHarness):
 
     def instance_ids(self) -> List[str]:
         return sorted(i["id"] for i in self.fake.live() if i["state"] != "DELETING")
+
+    def ignore_paging(self) -> None:
+        self.fake.ignore_paging = True
+
+    def page_requests(self) -> List[Tuple[str, bool]]:
+        with self.fake.lock:
+            calls = list(self.fake.calls)
+        return [(key, not getattr(request, "page_token", "")) for key, request in calls if key.endswith(".list")]
 
 
 def make_harness(tmp_path_factory) -> NebiusHarness:

@@ -59,6 +59,8 @@ FAULTS = {
 
 class PrimeIntellectHarness(FakeApiHarness):
     cloud = "primeintellect"
+    paged_listings = {"availability.gpus": ("page", "1"), "pods.list": ("offset", "0"),
+                      "ssh_keys.list": ("offset", "0")}
 
     def __init__(self, root: str):
         self.fake = PrimeIntellectApiFake(root)

@@ -65,6 +65,7 @@ def options(fake: VerdaApiFake) -> dict:
 
 class VerdaHarness(FakeApiHarness):
     cloud = "verda"
+    paged_listings = {"scripts.list": ("page", "1")}
 
     def __init__(self, root: str):
         self.fake = VerdaApiFake(root)
@@ -105,6 +106,16 @@ class VerdaHarness(FakeApiHarness):
 
     def instance_ids(self) -> List[str]:
         return self.fake.live_instances()
+
+    def fill_first_pages(self) -> None:
+        """100 startup scripts of someone else, older than any the adapter makes: the first page of
+        ``/scripts`` (the 100 newest, the size the adapter asks) is full, and holds the adapter's."""
+        with self.fake.lock:
+            for n in range(100):
+                script_id = str(uuid.uuid4())
+                self.fake.scripts[script_id] = {
+                    "id": script_id, "name": "someone-else-%03d" % n, "script": "#!/bin/sh\n",
+                    "created_at": "2026-01-01T00:%02d:%02d.000Z" % (n // 60, n % 60)}
 
 
 def make_harness(tmp_path_factory) -> VerdaHarness:

@@ -13,7 +13,7 @@ body); auth is ``Authorization: Bearer <key>`` or basic auth with the key as use
   on ``self.ssh_port`` there to its sshd: Lambda reports only an ``ip``, so the port is
   the same for all (the adapter's ``ssh_port`` option) and the address tells them apart.
 * Refusals: unknown or missing fields (global/invalid-parameters with field_errors), a
-  tag or image Lambda's launch schema refuses, a rule without a description or with a
+  tag or image Lambda's launch schema refuses (a tag key twice included), a rule without a description or with a
   source that is not an IPv4 network, a bad key (global/invalid-api-key), an SSH key or
   ruleset that does not exist, a ruleset of another region, a region without capacity
   (insufficient-capacity), more instances than ``quota`` (global/quota-exceeded),
@@ -262,9 +262,13 @@ class LambdaApiFake(MarketplaceFake):
             return self._invalid_fields(["field 'name': must be 64 characters or fewer"])
         if len((body.get("user_data") or "").encode()) > 1024 * 1024:
             return self._invalid_fields(["field 'user_data': cannot exceed 1MB"])
+        seen_keys = set()
         for tag in body.get("tags") or []:
             if self.check_fields(tag, ("key", "value")):
                 return self._invalid_fields(["field 'tags': each tag is {key, value}"])
+            if tag["key"] in seen_keys:   # a tag is a key and its one value
+                return self._invalid_fields(["field 'tags': duplicate key %r" % (tag["key"],)])
+            seen_keys.add(tag["key"])
             if not (isinstance(tag["key"], str) and TAG_KEY.match(tag["key"]) and len(tag["key"]) <= 55
                     and isinstance(tag["value"], str) and len(tag["value"]) <= 128):
                 return self._invalid_fields(["field 'tags': key %r must match ^[a-z][a-z0-9-:]+$ (at most 55), "

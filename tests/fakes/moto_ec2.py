@@ -13,6 +13,10 @@
   ``Describe*`` requests reach moto without their ``NextToken``, and every answer carries the
   same ``nextToken``, as a server repeating its first answer would.
 
+* **Unique tag keys.** A ``TagSpecification`` or ``CreateTags`` naming one tag key twice is
+  refused with ``InvalidParameterValue``, as EC2 refuses it (tag keys are unique per resource);
+  moto would keep the last.
+
 Use the ``moto_ec2`` session fixture (import it into a test module or conftest), or
 ``shared_server()`` where no fixture is at hand (conformance harnesses).
 """
@@ -54,6 +58,24 @@ class _Rule:
         self.times = times  # None = until cleared
 
 
+_TAG_KEY_FIELD = re.compile(r"^(?P<list>(?:TagSpecification\.\d+\.)?)Tag\.\d+\.Key$")
+
+
+def _duplicate_tag_key(form: Dict[str, List[str]]) -> Optional[str]:
+    """A tag key named twice in one tag list of a query-protocol request (``TagSpecification.N.Tag.M.Key``,
+    ``Tag.N.Key``), else None."""
+    seen: Dict[str, set] = {}
+    for field, values in sorted(form.items()):
+        found = _TAG_KEY_FIELD.match(field)
+        if found:
+            keys = seen.setdefault(found.group("list"), set())
+            for key in values:
+                if key in keys:
+                    return key
+                keys.add(key)
+    return None
+
+
 class _Middleware:
     """WSGI wrapper around moto's app: account routing, call log, injected answers."""
 
@@ -85,6 +107,12 @@ class _Middleware:
             self.log.append({"account": account, "action": action, "next_token": (form.get("NextToken") or [""])[0]})
             rule = self._take(account, action)
             ignoring = not target and action.startswith("Describe") and account in self.ignoring_paging
+        duplicate = None if target else _duplicate_tag_key(form)
+        if duplicate is not None:
+            payload = (_EC2_ERROR % ("InvalidParameterValue", "Duplicate tag key '%s' specified" % duplicate,
+                                     "fake-%d" % len(self.log))).encode("utf-8")
+            start_response("400 Bad Request", [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
+            return [payload]
         if rule is None and ignoring:
             return self._first_page_again(environ, start_response, body)
         if rule is None:

@@ -26,6 +26,8 @@ VM_NAME_TAG = "gpuprov-vm-name"
 # teardown and cleanup take only resources carrying their own journal's id (or none:
 # resources made before journal ids existed stay adoptable by name).
 JOURNAL_ID_TAG = "gpuprov-journal-id"
+# Every tag/label name gpuprov writes starts so (the identity and what adapters add); user tags may not.
+GPUPROV_TAG_PREFIX = "gpuprov-"
 
 # DNS label: lowercase letters, digits and '-', 1..63, not starting/ending with '-'.
 _VM_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -402,8 +404,11 @@ class Provider(abc.ABC):
 
     def resource_tags(self, spec: "InstanceSpec") -> Dict[str, str]:
         """The tags/labels of a resource made for ``spec``: the user's (``spec.tags``) merged with the
-        identity tags, which win (a user tag can never pass for another VM or journal)."""
-        return dict(spec.tags or {}, **self.identity_tags(spec.vm_name))
+        identity tags, which win (a user tag can never pass for another VM or journal). A user tag in
+        gpuprov's namespace (``gpuprov-*``, which request_params refuses) is left out, so that a tag an
+        adapter adds of its own (``gpuprov-ssh-user``, ...) is never sent twice or overridden."""
+        user = {k: v for k, v in (spec.tags or {}).items() if not k.lower().startswith(GPUPROV_TAG_PREFIX)}
+        return dict(user, **self.identity_tags(spec.vm_name))
 
     # Whether ``retag`` can change the user tags of an existing instance (the ``tags`` option on a kept VM).
     can_retag = False

@@ -48,8 +48,9 @@ import urllib.error
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
+    Location, Observed, Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
+    validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
     DEFAULT_REGIONS, DEFAULT_SSH_USER, REGIONS, image_defaults, looks_like_region, regions_for, rungs_for,
@@ -195,7 +196,7 @@ class AwsProvider(TypedOptionsProvider):
         zones = self._offering_zones(ec2, offer)
         image_id, image_source = self._image(ec2, offer)
         vpc_id, subnets = self._subnets(ec2, offer, zones)
-        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs, self._resource_tags(spec))
+        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs, spec)
         return {
             "region": offer.region, "instance_type": offer.instance_type, "zones": zones,
             "image_id": image_id, "image_source": image_source, "vpc_id": vpc_id, "subnets": subnets,
@@ -210,7 +211,7 @@ class AwsProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST,
                                 "prepared: missing subnets, security group or image; run prepare first")
         user = spec.ssh_user or self.options.get("ssh_user") or DEFAULT_SSH_USER
-        tags = self._resource_tags(spec, {"Name": name, SSH_USER_TAG: user})
+        tags = self._resource_tags(spec, own={SSH_USER_TAG: user}, default={"Name": name})
         params: Dict[str, Any] = {
             "ImageId": prepared["image_id"], "InstanceType": offer.instance_type,
             "MinCount": 1, "MaxCount": 1,
@@ -328,11 +329,15 @@ class AwsProvider(TypedOptionsProvider):
                                     "letters, digits, spaces and _ . : / = + - @)" % (key, value))
         return [{"Key": key, "Value": value} for key, value in tags.items()]
 
-    def _resource_tags(self, spec: InstanceSpec, own: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
-        """The user's tags under the identity tags and ``own`` (both win), as EC2 tags; InvalidRequest
-        naming the tag for one AWS would refuse."""
+    def _resource_tags(self, spec: InstanceSpec, own: Optional[Dict[str, str]] = None,
+                       default: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
+        """The user's tags over ``default`` (gpuprov's ``Name``: a user's ``Name`` names the resource instead)
+        and under the identity tags and ``own`` (gpuprov's, which win), as EC2 tags, each key once (EC2 refuses
+        a key twice); InvalidRequest naming the tag for one AWS would refuse."""
         self._checked_user_tags(spec.tags)
-        merged = dict(spec.tags, **{t["Key"]: t["Value"] for t in self._identity_tags(spec.vm_name)})
+        merged = dict(default or {})
+        merged.update((k, v) for k, v in spec.tags.items() if not k.lower().startswith(GPUPROV_TAG_PREFIX))
+        merged.update({t["Key"]: t["Value"] for t in self._identity_tags(spec.vm_name)})
         merged.update(own or {})
         return [{"Key": key, "Value": value} for key, value in merged.items()]
 
@@ -503,18 +508,18 @@ class AwsProvider(TypedOptionsProvider):
         return vpc_id, subnets
 
     def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str],
-                        identity: List[Dict[str, str]]) -> str:
-        """Find or make this journal's group of the VM in the VPC (tagged ``identity``, the user's tags
-        included) and add any missing ingress rule."""
+                        spec: InstanceSpec) -> str:
+        """Find or make this journal's group of the VM in the VPC (tagged with the identity, the user's tags
+        and a ``Name``, the group's unless the user's tags name one) and add any missing ingress rule."""
         group_name = SG_PREFIX + name + journal_suffix(self.journal_id)
+        identity = self._resource_tags(spec, default={"Name": group_name})
         filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [group_name]}]
         groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
         if not groups:
             try:
                 ec2.create_security_group(
                     GroupName=group_name, VpcId=vpc_id, Description="gpuprov.cloud: SSH to VM %s" % name,
-                    TagSpecifications=[{"ResourceType": "security-group",
-                                        "Tags": identity + [{"Key": "Name", "Value": group_name}]}])
+                    TagSpecifications=[{"ResourceType": "security-group", "Tags": identity}])
             except ClientError as exc:
                 if error_code(exc) != "InvalidGroup.Duplicate":  # a concurrent prepare won
                     raise

@@ -42,8 +42,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned,
-    ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
@@ -300,9 +300,13 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     @staticmethod
     def _user_tags(tags: Dict[str, str]) -> List[str]:
-        """The user's tags as DigitalOcean tag names, ``name:value``; InvalidRequest naming one it would refuse."""
+        """The user's tags as DigitalOcean tag names, ``name:value``, one per name (the name is what comes
+        before the first ':', so a name holding one is refused); InvalidRequest naming one it would refuse."""
         out = []
         for key, value in sorted(tags.items()):
+            if ":" in key:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %r cannot be a DigitalOcean tag name (a tag is "
+                                    "<name>:<value>, so a name holds no ':')" % (key,))
             name = "%s:%s" % (key, value) if value else key
             if not _USER_TAG_RE.match(name):
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be a DigitalOcean tag (name:value "
@@ -317,7 +321,9 @@ class DigitalOceanProvider(TypedOptionsProvider):
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
         vm = validate_vm_name(spec.vm_name)
-        tags = self._user_tags(spec.tags) + self._tags(vm) + (
+        # gpuprov's own tags (identity, firewall) win: a user tag named like one is not sent beside it.
+        user = {k: v for k, v in spec.tags.items() if not k.lower().startswith(GPUPROV_TAG_PREFIX)}
+        tags = self._user_tags(user) + self._tags(vm) + (
             [prepared["firewall_tag"]] if prepared.get("firewall_tag") else [])
         body: Dict[str, Any] = {"name": vm, "region": offer.region, "size": offer.instance_type,
                                 "image": self._image(offer), "ssh_keys": [prepared["ssh_key_id"]], "tags": tags}

@@ -35,8 +35,9 @@ from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
+    Location, Observed, Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
+    validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import CREDENTIALS, OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
@@ -562,9 +563,15 @@ class GcpProvider(TypedOptionsProvider):
         return total
 
     def _user_labels(self, tags: Dict[str, str]) -> Dict[str, str]:
-        """The user's tags as GCP labels, lower-cased; InvalidRequest naming a tag that still cannot be one."""
-        user = {}
-        for key, value in tags.items():
+        """The user's tags as GCP labels, lower-cased; InvalidRequest naming a tag that still cannot be one, or
+        two tags that would be one label (``Team`` and ``team``: one would silently replace the other)."""
+        user: Dict[str, str] = {}
+        named: Dict[str, str] = {}
+        for key, value in sorted(tags.items()):
+            if key.lower() in named:
+                raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r and %r are the same GCP label %r (GCP "
+                                    "lower-cases label names); keep one" % (key, named[key.lower()], key, key.lower()))
+            named[key.lower()] = key
             label = {key.lower(): value.lower()}
             try:
                 catalog.checked_labels(label)
@@ -582,7 +589,8 @@ class GcpProvider(TypedOptionsProvider):
     def _resource_labels(self, spec: InstanceSpec) -> Dict[str, str]:
         """The instance's and its disk's labels: the user's tags lower-cased (GCP labels are), under the
         identity labels; InvalidRequest naming a tag that still cannot be a GCP label."""
-        return dict(self._user_labels(spec.tags), **self._labels(spec.vm_name))
+        user = {k: v for k, v in spec.tags.items() if not k.lower().startswith(GPUPROV_TAG_PREFIX)}
+        return dict(self._user_labels(user), **self._labels(spec.vm_name))
 
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: the aggregated list covers every zone (owned.py). Pure."""

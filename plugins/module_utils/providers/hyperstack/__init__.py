@@ -80,8 +80,11 @@ class Pages(PageNumber):
 
 def _checked_user_labels(tags: Dict[str, str]) -> None:
     """InvalidRequest naming a tag whose ``name=value`` label Hyperstack would split (it reads a space as
-    the start of another label)."""
+    the start of another label) or read back under another name (the name is what comes before the first '=')."""
     for key, value in sorted(tags.items()):
+        if "=" in key:
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "tags: %r cannot be a Hyperstack label name (a label is "
+                                "<name>=<value>, so a name holds no '=')" % (key,))
         label = "%s=%s" % (key, value)
         if any(c.isspace() for c in label):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "tags.%s: %r cannot be a Hyperstack label (no spaces: "

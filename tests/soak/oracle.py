@@ -117,9 +117,10 @@ class Violation:
     ops: List[int] = dataclasses.field(default_factory=list)
     round: int = 0
     phase: str = "soak"
+    subject: str = ""     # what it is about (an operation, an instance): one report per subject and check
 
     def key(self) -> Tuple:
-        return (self.check, self.journal, self.name, re.sub(r"[0-9.]+s\b", "", self.detail))
+        return (self.check, self.journal, self.name, self.subject or self.detail)
 
     def __str__(self) -> str:
         return "(%s) %s/%s after round %d (%s): %s%s" % (
@@ -243,7 +244,7 @@ def check_a(history: History, snap: Snapshot) -> List[Violation]:
         if len(found) > 1:
             out.append(Violation("a", journal, name, "%d live instances: %s" % (
                 len(found), ", ".join("%s/%s (%s)" % (i.cloud, i.id, i.status) for i in found)),
-                [o.id for o in history.of(journal, name)][-6:]))
+                [o.id for o in history.of(journal, name)][-6:], subject=",".join(sorted(i.id for i in found))))
     return out
 
 
@@ -264,7 +265,8 @@ def check_b(history: History, snap: Snapshot) -> List[Violation]:
             if not later:
                 out.append(Violation("b", journal, name, "%s succeeded, nothing that can make one ran since, and "
                                      "%s exists" % (last.label(), ", ".join("%s/%s (%s)" % (i.cloud, i.id, i.status)
-                                                                            for i in present)), [last.id]))
+                                                                            for i in present)), [last.id],
+                                     subject="down #%d" % last.id))
     return out
 
 
@@ -282,18 +284,20 @@ def check_c(history: History, snap: Snapshot) -> List[Violation]:
             continue
         live = [i for i in snap.of(op.journal, op.name) if i.live]
         if reported not in [i.id for i in live]:
+            since = [o for o in history.of(op.journal, op.name) if o is not op and _end(o, snap.at) > op.start]
             suspects = [o for o in history.ops if o.kind == SWEEP_DELETE and _end(o, snap.at) > op.start]
             others = [o for o in history.ops if o.name == op.name and o.journal != op.journal
                       and o.kind in REMOVERS and _end(o, snap.at) > op.start]
-            out.append(Violation("c", op.journal, op.name, "%s reported %s Ready and nothing of that name on its "
-                                 "journal that could remove it ran since, but it is %s%s%s" % (
-                                     op.label(), reported,
+            out.append(Violation("c", op.journal, op.name, "%s reported %s %s and nothing of that name on its "
+                                 "journal that could remove it ran since, but it is %s; since: %s%s%s" % (
+                                     op.label(), reported, "made" if op.kind == INSTANCE_PRESENT else "Ready",
                                      "replaced by %s" % ", ".join(i.id for i in live) if live else "gone",
+                                     ", ".join("%s %s" % (o.label(), o.outcome()) for o in since) or "nothing",
                                      "; sweeps since: %s" % ", ".join(o.label() for o in suspects) if suspects
                                      else "",
                                      "; on another journal: %s" % ", ".join(o.label() for o in others) if others
                                      else ""),
-                                 [op.id] + [o.id for o in suspects + others]))
+                                 [op.id] + [o.id for o in since + suspects + others], subject="op #%d" % op.id))
             continue
         if op.kind in (PROVISION, RECREATE):
             key = (op.journal, op.name)
@@ -304,7 +308,8 @@ def check_c(history: History, snap: Snapshot) -> List[Violation]:
         if reached is not None and not reached[0]:
             out.append(Violation("c", journal, name, "%s reported %s Ready and it is live, but `ssh -F <%s's state>/"
                                  "ssh_config %s true` fails: %s" % (op.label(), op.ready_id, op.controller, name,
-                                                                     reached[1]), [op.id]))
+                                                                     reached[1]), [op.id],
+                                 subject="ssh op #%d" % op.id))
     return out
 
 
@@ -358,7 +363,7 @@ def check_d(history: History, snap: Snapshot, identities: Dict[str, Optional[str
         carried = r["journal_id"] or identities.get(instance_id)
         if carried and carried != facts.journal_id and not r["foreign"]:
             out.append(Violation("d", journal, name, "a sweep (%s) removed %s, which carries another journal's id %s"
-                                 % (r["by"], instance_id, carried), ops))
+                                 % (r["by"], instance_id, carried), ops, subject=instance_id))
             continue
         for maker in history.of(journal, name):
             if maker.kind not in MAKERS or not maker.ok or instance_id not in (maker.ready_id, maker.made_id):
@@ -367,10 +372,10 @@ def check_d(history: History, snap: Snapshot, identities: Dict[str, Optional[str
                 continue
             excuses = _excusing(removers(history, journal, name, snap.at), maker.start, r["t1"], snap.at, but=maker)
             if not excuses:
-                out.append(Violation("d", journal, name, "a sweep (%s) removed %s, which %s had reported (ended %+.2fs "
-                                     "from the removal's end) and nothing of the name could have released" % (
-                                         r["by"], instance_id, maker.label(), maker.end - r["t1"]),
-                                     ops + [maker.id]))
+                out.append(Violation("d", journal, name, "a sweep (%s, by t=%.2fs) removed %s, which %s had reported "
+                                     "at t=%.2fs, and nothing of the name could have released it" % (
+                                         r["by"], r["t1"] - history.started, instance_id, maker.label(),
+                                         maker.end - history.started), ops + [maker.id], subject=instance_id))
                 break
         else:
             if r["t1"] == FOREVER:
@@ -380,7 +385,7 @@ def check_d(history: History, snap: Snapshot, identities: Dict[str, Optional[str
                 if held:
                     out.append(Violation("d", journal, name, "a sweep (%s) deleted %s while row %s held the name for "
                                          "the whole window the delete happened in (%s)" % (r["by"], instance_id, key, held),
-                                         ops))
+                                         ops, subject=instance_id))
                     break
     return out
 
@@ -399,7 +404,8 @@ def check_e(history: History, snap: Snapshot) -> List[Violation]:
             if present and not in_flight:
                 out.append(Violation("e", journal, name, "row %s says teardown Done while %s exists" % (
                     key, ", ".join("%s/%s (%s)" % (i.cloud, i.id, i.status) for i in present)),
-                    [o.id for o in history.of(journal, name)][-4:]))
+                    [o.id for o in history.of(journal, name)][-4:],
+                    subject="%s %s" % (key, ",".join(sorted(i.id for i in present)))))
     return out
 
 

@@ -44,6 +44,38 @@ JOURNAL_OF = {"c1": SHARED, "c2": SHARED, "c3": OWN}
 # What is planned against an operation that changes something (read-only ones only get signals).
 NEMESES = {None: 52, "slow": 16, "kill_point": 12, "int_point": 8, "kill_time": 6, "int_time": 6}
 PLANT_CHANCE = 0.3        # per round: an orphan is planted before the round's runs start
+FOCUS_CHANCE = 0.35       # per round: the round is one of the races below, on one name, instead of a random mix
+SYNC_DOWN, SYNC_ABSENT, SYNC_PROVISION = "sync-down", "sync-absent", "sync-provision"   # first, alone
+HELD = ("slow", "slow", "slow", "kill_point", "int_point")
+# Races on one name and journal, each a known hard case. Per run: the points it may be held at (to widen the
+# window the others run in: a sweep between its check and its delete, a provision between its plan and its
+# create), what is done there (HELD: mostly a hold of `pause` seconds, sometimes a kill or a Ctrl-C), and when it
+# starts (`offset`, seconds into the round). Runs marked sync- go first, alone: they set the scene.
+FOCUS = {
+    # An orphan, a sweep held between its ownership check and its delete, and a provision that starts inside
+    # that window and adopts the orphan (the sweep must hold the name: the provision waits or fails, or the
+    # sweep skips; never a Ready VM deleted under it).
+    "adopt-vs-sweep": [(SYNC_DOWN, {}), (PLANT, {}),
+                       (SWEEP_DELETE, {"points": ("before delete #1", "after observe #1"), "modes": ("slow",),
+                                       "pause": (2.0, 4.0), "offset": (0.0, 0.2)}),
+                       (PROVISION, {"offset": (0.3, 1.2)})],
+    # The same with gpuprov.cloud.instance adopting (or making) the instance.
+    "instance-vs-sweep": [(SYNC_ABSENT, {}), (PLANT, {}),
+                          (SWEEP_DELETE, {"points": ("before delete #1", "after observe #1"), "modes": ("slow",),
+                                          "pause": (2.0, 4.0), "offset": (0.0, 0.2)}),
+                          (INSTANCE_PRESENT, {"offset": (0.3, 1.2)})],
+    "down-vs-provision": [(PROVISION, {"points": operations.LAUNCH_POINTS}), (DOWN, {"offset": (0.0, 1.5)})],
+    # The other journal's down and sweep of a name this journal holds: they must leave it alone.
+    "other-journal-down": [(PROVISION, {}), (DOWN, {"other": True, "offset": (0.5, 2.0)}),
+                           (SWEEP_DELETE, {"other": True, "points": ("before delete #1",), "offset": (0.5, 2.0)})],
+    "recreates": [(RECREATE, {"points": operations.RECREATE_POINTS}), (RECREATE_BAD, {}), (PROVISION, {})],
+    # A recreate no cloud can satisfy, of a Ready VM, alone: it must fail and keep the VM.
+    "recreate-impossible": [(SYNC_PROVISION, {}), (RECREATE_BAD, {"points": operations.RECREATE_POINTS,
+                                                                  "modes": ("slow",), "pause": (0.3, 1.5)}),
+                            (STATUS, {"offset": (0.5, 1.5)})],
+    # c1 and c2 on one name of their shared journal (the own journal: c3 twice).
+    "two-controllers": [(PROVISION, {"points": operations.LAUNCH_POINTS}), (PROVISION, {}), (DOWN, {})],
+}
 
 
 def _pick(rng: random.Random, weights: Dict) -> object:
@@ -61,11 +93,47 @@ class Planned:
     nemesis: Dict
 
 
+def _focus(rng: random.Random, names: Dict[str, str], instance_names: Dict[str, str]) -> List[Planned]:
+    """One race of FOCUS on one name and journal, drawn from ``rng``."""
+    race = rng.choice(sorted(FOCUS))
+    journal = rng.choice([SHARED, OWN])
+    mine = [c for c, j in sorted(JOURNAL_OF.items()) if j == journal]
+    other = [c for c, j in sorted(JOURNAL_OF.items()) if j != journal]
+    every = {**names, **instance_names}
+    name = rng.choice(sorted(instance_names) if race == "instance-vs-sweep" else sorted(names))
+    planned = []
+    for index, (kind, spec) in enumerate(FOCUS[race]):
+        controller = rng.choice(other if spec.get("other") else mine)
+        if race == "two-controllers":
+            controller = mine[index % len(mine)]
+        nemesis: Dict = {"race": race}
+        if kind == PLANT:
+            planned.append(Planned(PLANT, "c3" if journal == OWN else "c1", name, every[name], 0.0, nemesis))
+            continue
+        if kind in (SYNC_DOWN, SYNC_ABSENT, SYNC_PROVISION):
+            real = {SYNC_DOWN: DOWN, SYNC_ABSENT: INSTANCE_ABSENT, SYNC_PROVISION: PROVISION}[kind]
+            planned.append(Planned(real, controller, name, None if real == DOWN else every[name], 0.0,
+                                   dict(nemesis, sync=True)))
+            continue
+        if spec.get("points"):
+            mode = rng.choice(spec.get("modes") or HELD)
+            nemesis.update(mode=mode, point=rng.choice(spec["points"]))
+            if mode == "slow":
+                nemesis["pause_s"] = round(rng.uniform(*spec.get("pause", (0.5, 3.0))), 2)
+        planned.append(Planned(kind, controller, None if kind in (SWEEP_DELETE, STATUS) else name,
+                               every[name] if kind not in (DOWN, SWEEP_DELETE, STATUS) else None,
+                               round(rng.uniform(*spec.get("offset", (0.0, 0.5))), 2), nemesis))
+    return planned
+
+
 def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict[str, str],
-             concurrency: int) -> List[Planned]:
-    """Round ``round_``'s operations: a function of the seed and the round alone."""
+             concurrency: int, focus: float = FOCUS_CHANCE) -> List[Planned]:
+    """Round ``round_``'s operations: a function of the seed, the round and ``focus`` (the chance that the
+    round is one of the FOCUS races) alone."""
     rng = random.Random("%s/%d" % (seed, round_))
     vm_names, inst_names = sorted(names), sorted(instance_names)
+    if rng.random() < focus:
+        return _focus(rng, names, instance_names)
     planned = []
     if rng.random() < PLANT_CHANCE:
         name = rng.choice(vm_names + inst_names)
@@ -108,6 +176,7 @@ class Result:
     clouds: List[str]
     notes: List[str]
     history_file: Optional[str] = None
+    focus: float = FOCUS_CHANCE
 
     def counts(self) -> Dict[str, int]:
         return dict(collections.Counter(o.kind for o in self.history.ops if not o.skipped))
@@ -120,12 +189,21 @@ class Result:
             "+".join(self.clouds), sum(signals.values()), ", ".join("%s %d" % kv for kv in sorted(signals.items()))
             or "none", len(self.violations)))
 
+    def warnings(self) -> List[str]:
+        """What is not a broken promise but worth a look: a run that hung past its limit, or one the soak itself
+        failed to run."""
+        out = ["%s hung: killed after its time limit (%s)" % (o.label(), o.log) for o in self.history.ops if o.timed_out]
+        out += ["%s: %s" % (o.label(), line) for o in self.history.ops for line in o.lines
+                if line.startswith("soak: ")]
+        return out
+
     def report(self) -> str:
         lines = [self.summary()]
         lines += ["note: %s" % n for n in self.notes]
+        lines += ["warning: %s" % w for w in self.warnings()]
         if self.violations:
-            lines.append("VIOLATIONS (reproduce with the seed: python tests/soak/run.py --seed %s --rounds %d):"
-                         % (self.seed, self.rounds))
+            lines.append("VIOLATIONS (reproduce with the seed: python tests/soak/run.py --seed %s --rounds %d --focus %s):"
+                         % (self.seed, self.rounds, self.focus))
             lines += ["  " + str(v) for v in self.violations]
             lines.append("history:")
             lines.append(self.history.render())
@@ -137,7 +215,8 @@ class Result:
 class Soak:
     def __init__(self, seed: Optional[str] = None, rounds: int = 10, budget_s: float = 60.0, concurrency: int = 3,
                  clouds: str = "auto", work: Optional[pathlib.Path] = None, keep: bool = False,
-                 log: Callable[[str], None] = print, history_file: Optional[str] = None):
+                 log: Callable[[str], None] = print, history_file: Optional[str] = None,
+                 focus: float = FOCUS_CHANCE):
         self.seed = str(seed if seed is not None else random.SystemRandom().randrange(10 ** 9))
         self.rounds = rounds
         self.budget_s = budget_s
@@ -148,6 +227,7 @@ class Soak:
         self.keep = keep
         self.log = log
         self.history_file = history_file
+        self.focus = focus
         self.history = History(seed=self.seed)
         self.violations: List[oracle.Violation] = []
         self._seen = set()
@@ -173,32 +253,42 @@ class Soak:
 
     # -- one round -----------------------------------------------------------------------------------
     def _run_ops(self, world: World, round_: int, planned: List[Planned], phase: str = "soak") -> List[Op]:
-        ops = []
-        threads = []
+        """Run a round: plants and "sync" runs first, one at a time, in order; then the others together, each
+        started at its offset."""
+        ops = [self.history.new_op(round=round_, kind=p.kind, controller=p.controller, journal=JOURNAL_OF[p.controller],
+                                   name=p.name, cloud=p.cloud, phase=phase, offset_s=p.offset_s, nemesis=p.nemesis)
+               for p in planned]
+        together = []
+        for op in ops:
+            if op.kind == PLANT:
+                operations.plant(world, op)
+            elif op.nemesis.get("sync"):
+                self._run_one(world, op)
+            else:
+                together.append(op)
         began = time.monotonic()
-        for p in planned:
-            op = self.history.new_op(round=round_, kind=p.kind, controller=p.controller, journal=JOURNAL_OF[p.controller],
-                                     name=p.name, cloud=p.cloud, phase=phase, offset_s=p.offset_s, nemesis=p.nemesis)
-            ops.append(op)
-            if p.kind == PLANT:
-                operations.plant(world, op)   # before the round's runs start
-                continue
 
-            def go(op=op, offset=p.offset_s):
-                delay = offset - (time.monotonic() - began)
-                if delay > 0:
-                    time.sleep(delay)
-                try:
-                    operations.run(world, op)
-                except Exception as exc:  # the soak's own failure: recorded, the soak goes on
-                    op.end = op.end or time.time()
-                    op.lines.append("soak: running it failed: %r" % (exc,))
-            thread = threading.Thread(target=go, daemon=True)
+        def go(op: Op) -> None:
+            delay = op.offset_s - (time.monotonic() - began)
+            if delay > 0:
+                time.sleep(delay)
+            self._run_one(world, op)
+
+        threads = [threading.Thread(target=go, args=(op,), daemon=True) for op in together]
+        for thread in threads:
             thread.start()
-            threads.append(thread)
         for thread in threads:
             thread.join()
         return ops
+
+    @staticmethod
+    def _run_one(world: World, op: Op) -> None:
+        try:
+            operations.run(world, op)
+        except Exception as exc:  # the soak's own failure: recorded, the soak goes on
+            op.start = op.start or time.time()
+            op.end = op.end or time.time()
+            op.lines.append("soak: running it failed: %r" % (exc,))
 
     def _check(self, world: World, round_: int, phase: str, extra=None) -> List[oracle.Violation]:
         snap = world.snapshot(round_, phase)
@@ -233,23 +323,38 @@ class Soak:
         names = sorted(world.names)
         inst = sorted(world.instance_names)
         by_journal = {SHARED: "c1", OWN: "c3"}
+        snap = world.snapshot(round_, "settle")
         up = []
         for journal, controller in sorted(by_journal.items()):
             for name in names:
-                up.append(Planned(PROVISION, controller, name, self._row_cloud(world, journal, name) or
-                                  world.names[name], 0.0, {}))
+                if self._touched(snap, journal, name):
+                    up.append(Planned(PROVISION, controller, name, self._row_cloud(world, journal, name) or
+                                      world.names[name], 0.0, {}))
         self._batches(world, round_, up)
         self._check(world, round_, "settled-up", lambda s: oracle.check_settled_up(self.history, s, names))
+        snap = world.snapshot(round_, "settle")
         down = []
         for journal, controller in sorted(by_journal.items()):
-            down += [Planned(DOWN, controller, name, None, 0.0, {}) for name in names]
-            down += [Planned(INSTANCE_ABSENT, controller, name, world.instance_names[name], 0.0, {}) for name in inst]
+            down += [Planned(DOWN, controller, name, None, 0.0, {}) for name in names
+                     if self._touched(snap, journal, name)]
+            down += [Planned(INSTANCE_ABSENT, controller, name, world.instance_names[name], 0.0, {}) for name in inst
+                     if self._touched(snap, journal, name)]
         downs = self._batches(world, round_, down)
         self._check(world, round_, "settled-down",
                     lambda s: oracle.check_settled_down(self.history, s, downs, names, inst))
         self._batches(world, round_, [Planned(SWEEP_DELETE, controller, None, None, 0.0, {})
                                       for _journal, controller in sorted(by_journal.items())])
         self._check(world, round_, "swept", oracle.check_swept)
+
+    @staticmethod
+    def _touched(snap: oracle.Snapshot, journal: str, name: str) -> bool:
+        """Whether the journal has a row of the name (its own or an instance task's) or an instance of it is
+        on a cloud: what the settle re-runs (a name a journal never touched has nothing to settle)."""
+        facts = snap.journals.get(journal)
+        if facts is None:
+            return False
+        return any(k == name or k.endswith(":" + name) for k in facts.rows if not k.startswith("sweep:")) \
+            or bool(snap.of(journal, name))
 
     @staticmethod
     def _row_cloud(world: World, journal: str, name: str) -> Optional[str]:
@@ -281,7 +386,7 @@ class Soak:
         try:
             while (not self.rounds or done < self.rounds) and time.monotonic() - started < self.budget_s:
                 done += 1
-                planned = schedule(self.seed, done, names, instance_names, self.concurrency)
+                planned = schedule(self.seed, done, names, instance_names, self.concurrency, self.focus)
                 ops = self._run_ops(world, done, planned)
                 self.log("round %d (%.0f s): %s" % (done, time.monotonic() - started, "; ".join(
                     "%s %s" % (o.label(), o.outcome()) for o in ops)))
@@ -295,7 +400,8 @@ class Soak:
             self._save()
             if not self.keep and self.own_work and not self.violations:
                 shutil.rmtree(self.work, ignore_errors=True)
-        result = Result(self.seed, self.history, self.violations, done, clouds, self.notes, self.history_file)
+        result = Result(self.seed, self.history, self.violations, done, clouds, self.notes, self.history_file,
+                        self.focus)
         return result
 
     def _save(self) -> None:
@@ -320,13 +426,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--clouds", default=os.environ.get("SOAK_CLOUDS") or "auto",
                         choices=["auto", "local", "local,docker", "docker"],
                         help="auto: local, and docker where the engine answers and the image exists")
+    parser.add_argument("--focus", type=float, default=float(os.environ.get("SOAK_FOCUS") or FOCUS_CHANCE),
+                        help="the chance that a round is one of the known races on one name (default %s); "
+                             "the seed reproduces a schedule for one value of it" % FOCUS_CHANCE)
     parser.add_argument("--work", default=None, help="the work dir (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, history.json)")
     parser.add_argument("--history", default=None, help="write the history as JSON here")
     args = parser.parse_args(argv)
     soak = Soak(seed=args.seed, rounds=args.rounds, budget_s=args.minutes * 60, concurrency=args.concurrency,
                 clouds=args.clouds, work=pathlib.Path(args.work) if args.work else None, keep=args.keep,
-                log=lambda line: print(line, flush=True), history_file=args.history)
+                log=lambda line: print(line, flush=True), history_file=args.history, focus=args.focus)
     result = soak.run()
     print(result.report(), flush=True)
     return 1 if result.violations else 0

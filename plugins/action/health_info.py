@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.plugin_utils.machine_credential import machine_credential_key
 
@@ -33,8 +34,7 @@ class ActionModule(ActionBase):
             from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
         except ImportError as exc:
-            raise AnsibleActionFail("gpuprov.cloud.health_info cannot load its controller requirements (%s); "
-                                    "pip install -r requirements.txt from the collection" % exc)
+            raise AnsibleActionFail("gpuprov.cloud.health_info cannot load its controller code: %s" % missing_import(exc))
         # Read-only in every mode: check mode runs the same checks.
         result["changed"] = False
         try:

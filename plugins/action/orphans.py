@@ -13,6 +13,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
+
 display = Display()
 
 
@@ -27,8 +29,7 @@ class ActionModule(ActionBase):
         try:
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
         except ImportError as exc:
-            raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller requirements (%s); "
-                                    "pip install -r requirements.txt from the collection" % exc)
+            raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller code: %s" % missing_import(exc))
         validation, params = self.validate_argument_spec(argument_spec=sweep.ORPHANS_ARGUMENT_SPEC)
         del validation
         try:

@@ -14,6 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import reconcile_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import, missing_package
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
 
 # Imported with the plugin, not in run(): the strategy loads this plugin in ansible-playbook's own process
@@ -29,8 +30,9 @@ except ImportError as exc:
 # reads the journal (the inventory, status) never pays for it; every vm task but a dry run makes a check.
 try:
     importlib.import_module("paramiko")
+    HAS_PARAMIKO = True
 except ImportError:
-    pass   # vm/ssh.py names the missing requirement when a check needs it
+    HAS_PARAMIKO = False   # run() says how to install it when the task needs it (a launch's SSH check)
 
 display = Display()
 
@@ -47,8 +49,13 @@ class ActionModule(ActionBase):
         del validation
         reconcile_clouds(params)
         if VmService is None:
-            raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller requirements (%s); "
-                                    "pip install -r requirements.txt from the collection" % SERVICE_IMPORT_ERROR)
+            raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller code: %s"
+                                    % missing_import(SERVICE_IMPORT_ERROR))
+        if not HAS_PARAMIKO and params["state"] == "present" and not self._task.check_mode:
+            # Before anything is journalled or created: a launch ends in an SSH check of the VM.
+            clouds = set(params.get("clouds") or ())
+            raise AnsibleActionFail("gpuprov.cloud.vm checks each VM it launches over SSH, which needs paramiko. %s"
+                                    % missing_package("paramiko", clouds.pop() if len(clouds) == 1 else None))
         # AWX's Machine credential reaches the task as ansible_ssh_private_key_file: the key to use
         # when neither the ssh_key option nor GPUPROV_SSH_KEY_FILE names one.
         credential_key = (task_vars or {}).get("ansible_ssh_private_key_file")

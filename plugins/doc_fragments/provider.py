@@ -28,14 +28,19 @@ notes:
   - "A classified cloud error fails the task with C(msg) set to C(<kind>: <message>), the kind being one of
     C(Transient), C(Capacity), C(Quota), C(Unavailable), C(Failed), C(InvalidRequest) or C(Credentials)."
   - "The modules that call a cloud run on the controller (M(gpuprov.cloud.vm) always does; run the others with
-    C(hosts: localhost) or C(delegate_to: localhost)); the cloud SDKs must be installed for the Python that runs
-    them (C(pip install -r requirements.txt) from the collection)."
+    C(hosts: localhost) or C(delegate_to: localhost)); each cloud's packages must be installed for the Python that
+    runs them: C(pip install -r <collection>/requirements/<cloud>.txt) for each cloud used, or
+    C(<collection>/requirements.txt) for all, C(<collection>) being where the collection is installed (for
+    example C(~/.ansible/collections/ansible_collections/gpuprov/cloud)). A missing package fails the task with
+    the exact command."
 requirements:
   - python >= 3.11
-  - boto3 (for V(aws))
-  - google-cloud-compute (for V(gcp))
-  - docker (for V(docker))
-  - cryptography (for the collection's SSH key and the V(local) cloud)
+  - boto3 (for V(aws); C(requirements/aws.txt) of the collection)
+  - google-cloud-compute (for V(gcp); C(requirements/gcp.txt))
+  - docker (for V(docker); C(requirements/docker.txt))
+  - requests (for V(lambda) V(runpod) V(primeintellect) V(verda) V(massedcompute) V(hyperstack) and
+    V(digitalocean); their C(requirements/<cloud>.txt))
+  - nebius (for V(nebius); C(requirements/nebius.txt))
 """
 
     # One cloud (instance, instance_info).

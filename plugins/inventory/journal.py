@@ -28,6 +28,8 @@ description:
     C(gpuprov.yaml), C(gpuprov.journal.yml) or C(gpuprov.journal.yaml), or end in C(.gpuprov.yml),
     C(.gpuprov.yaml), C(.gpuprov_journal.yml) or C(.gpuprov_journal.yaml)."
   - An option this plugin does not know (a misspelt one) is warned about, naming the option, not ignored.
+requirements:
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

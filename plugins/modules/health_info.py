@@ -36,6 +36,10 @@ description:
     The task does not fail on a disagreement; RV(healthy) says whether there is one
     (the C(gpuprov.cloud.health) playbook fails on it unless told not to).
   - Runs on the controller through its action plugin.
+requirements:
+  - paramiko (for the SSH login check; C(requirements/base.txt) and every C(requirements/<cloud>.txt) of the
+    collection)
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

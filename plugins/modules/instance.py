@@ -28,6 +28,9 @@ description:
     warning and leaves it alone. Instances made before journal ids existed carry none and count as this journal's.
   - This module does not wait for a new instance to boot and never logs in; M(gpuprov.cloud.instance_info) tells
     when it is running, and M(gpuprov.cloud.vm) does the whole launch with failover, SSH check and journal.
+requirements:
+  - cryptography (for the collection's SSH key and the V(local) cloud's host keys; ansible-core brings it)
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

@@ -19,6 +19,9 @@ description:
     pattern. The summary counts every matching VM by state, and the leaked list names every leaked one, shown or
     not.
   - Never creates or changes the journal.
+requirements:
+  - python >= 3.11
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

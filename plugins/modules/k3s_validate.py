@@ -21,6 +21,8 @@ description:
     certificate that lacks a host is returned (RV(missing_sans)) instead of failing, so the installer can be
     re-run with the SAN.
   - Runs on the controller through its action plugin. Never reports a change.
+requirements:
+  - cryptography (to read the names in the API server's certificate; ansible-core brings it)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

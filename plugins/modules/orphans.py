@@ -31,6 +31,8 @@ description:
   - Reports what it found and removed by cloud, region and id, with the hourly price where the cloud's listing
     reports one, and the total cost per hour of each category. What a removal reports as removed was checked by a
     second listing; what is still listed after its teardown is in RV(not_removed).
+requirements:
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

@@ -20,6 +20,9 @@ description:
     C(Include <state dir>/ssh_config).
   - With O(name), fails unless that VM gets a C(Host) block (it is running and its host key is journalled).
   - Files are written 0600. The journal is only read. Runs on the controller through its action plugin.
+requirements:
+  - python >= 3.11
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

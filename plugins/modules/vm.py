@@ -33,6 +33,11 @@ description:
     state and the last observed status at least every 15 seconds.
   - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - This module runs through its action plugin on the controller; it never connects to the target host.
+requirements:
+  - paramiko (for the SSH check of every VM it launches; C(requirements/base.txt) and every
+    C(requirements/<cloud>.txt) of the collection)
+  - cryptography (for the collection's SSH key and the V(local) cloud's host keys; ansible-core brings it)
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

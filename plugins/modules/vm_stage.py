@@ -20,6 +20,9 @@ description:
   - Runs on the controller through its action plugin. Never reports a change (no VM is changed).
   - "A member of the module_defaults group C(group/gpuprov.cloud.gpuprov): the group's O(journal) and
     O(journal_password) defaults reach the stages the C(gpuprov.cloud.k3s) role records."
+requirements:
+  - python >= 3.11
+  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

@@ -26,6 +26,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import install_command
 from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as fake
 from ansible_collections.gpuprov.cloud.tests.fakes.moto_ec2 import ec2_body
 
@@ -97,7 +98,7 @@ def test_without_boto3_construction_says_how_to_fix(monkeypatch):
     with pytest.raises(ProviderError) as info:
         AwsProvider({})
     assert info.value.kind == ErrorKind.INVALID_REQUEST
-    assert "boto3" in info.value.msg and "requirements.txt" in info.value.msg
+    assert "boto3" in info.value.msg and install_command("boto3", "aws") in info.value.msg
 
 
 def test_capabilities_default_and_k3s_direct(make):

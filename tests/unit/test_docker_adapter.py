@@ -26,6 +26,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker imp
     DEFAULT_BASE_IMAGE, DockerProvider, container_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import install_command
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 
 LOC = Location("docker", "local")
@@ -111,7 +112,7 @@ def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
     with pytest.raises(ProviderError) as err:
         DockerProvider()
     assert err.value.kind == ErrorKind.INVALID_REQUEST
-    assert "pip install -r requirements.txt" in err.value.msg
+    assert "requires docker" in err.value.msg and install_command("docker", "docker") in err.value.msg
 
 
 def test_capabilities_follow_privileged():

@@ -19,6 +19,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import GcpProvider  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import install_command  # noqa: E402
 from ansible_collections.gpuprov.cloud.tests.fakes.gcp_compute import GcpComputeFake  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3Y test@controller"
@@ -129,7 +130,7 @@ def test_missing_sdk_is_a_clear_invalid_request(monkeypatch):
     with pytest.raises(ProviderError) as info:
         GcpProvider({"project": "p"})
     assert info.value.kind == ErrorKind.INVALID_REQUEST
-    assert "google-cloud-compute" in info.value.msg and "requirements.txt" in info.value.msg
+    assert "google-cloud-compute" in info.value.msg and install_command("google-cloud-compute", "gcp") in info.value.msg
 
 
 def test_bad_boot_script_via(fake):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import install_command
+
 SCRIPT = textwrap.dedent("""
     import sys
 
@@ -40,4 +42,4 @@ def test_imports_and_refuses_without_the_sdk():
     assert done.returncode == 0, done.stderr
     kind, msg = done.stdout.strip().split("\n", 1)
     assert kind == "InvalidRequest"
-    assert "requires google-cloud-compute" in msg and "pip install -r requirements.txt" in msg
+    assert "requires google-cloud-compute" in msg and install_command("google-cloud-compute", "gcp") in msg

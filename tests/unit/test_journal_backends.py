@@ -21,6 +21,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_pg import is_dsn, scrub_dsn
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils import requirements
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.tests import pg_server
@@ -521,5 +522,7 @@ def test_a_sqlite_journal_never_imports_psycopg_and_a_missing_one_is_named():
                           env=dict(os.environ))
     assert "after-import False" in done.stdout
     assert "refused JournalError" in done.stdout
-    assert "pip install 'psycopg[binary]'" in done.stdout
+    # The exact command: this Python's pip and the installed collection's requirements/postgresql.txt.
+    assert requirements.install_command("psycopg") in done.stdout
+    assert requirements.install_command("psycopg").endswith("/requirements/postgresql.txt")
     assert "secret" not in done.stdout

@@ -32,6 +32,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest impor
     MALFORMED_BODY, BasicAuth, BearerToken, ClientCredentialsToken, Cursor, HeaderToken, NextLink, PageNumber,
     RestClient, RestError, Rule, parse_retry_after, vendor_error,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import install_command
 
 K = ErrorKind
 SECRET = "sk-live-7f3a9c1e5b2d4680aa11"
@@ -846,4 +847,4 @@ def test_imports_and_refuses_without_requests():
     assert done.returncode == 0, done.stderr
     kind, msg = done.stdout.strip().split("\n", 1)
     assert kind == K.INVALID_REQUEST
-    assert "requires requests" in msg and "pip install -r requirements.txt" in msg
+    assert "requires requests" in msg and install_command("requests", "lambda") in msg

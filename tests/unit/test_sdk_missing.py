@@ -13,6 +13,9 @@ import textwrap
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import COLLECTION_ROOT
+from ansible_collections.gpuprov.cloud.tests.unit.test_requirements_files import requirement_names
+
 SCRIPT = textwrap.dedent("""
     import json, sys
 
@@ -32,20 +35,20 @@ SCRIPT = textwrap.dedent("""
     print(json.dumps({"result": result, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)}))
 """)
 
-# cloud: (the packages hidden, the options offers needs to get as far as the SDK, what the message names)
+# cloud: (the packages hidden, the options offers needs to get as far as the SDK, the package the message names)
 CASES = {
-    "aws": ("boto3,botocore", {}, "requires boto3"),
-    "gcp": ("google", {"project": "p"}, "requires google-cloud-compute"),
-    "docker": ("docker", {}, "(pip install docker)"),
-    "nebius": ("nebius", {"project_id": "project-e00unit", "iam_token": "t"}, "requires the nebius Python SDK (nebius)"),
+    "aws": ("boto3,botocore", {}, "boto3"),
+    "gcp": ("google", {"project": "p"}, "google-cloud-compute"),
+    "docker": ("docker", {}, "docker"),
+    "nebius": ("nebius", {"project_id": "project-e00unit", "iam_token": "t"}, "nebius"),
     # the REST clouds: requests is their one third-party package
-    "digitalocean": ("requests", {"api_key": "k"}, "requires requests"),
-    "hyperstack": ("requests", {"api_key": "k"}, "requires requests"),
-    "lambda": ("requests", {"api_key": "k"}, "requires requests"),
-    "massedcompute": ("requests", {"api_key": "k"}, "requires requests"),
-    "primeintellect": ("requests", {"api_key": "k"}, "requires requests"),
-    "runpod": ("requests", {"api_key": "k"}, "requires requests"),
-    "verda": ("requests", {"client_id": "i", "client_secret": "s"}, "requires requests"),
+    "digitalocean": ("requests", {"api_key": "k"}, "requests"),
+    "hyperstack": ("requests", {"api_key": "k"}, "requests"),
+    "lambda": ("requests", {"api_key": "k"}, "requests"),
+    "massedcompute": ("requests", {"api_key": "k"}, "requests"),
+    "primeintellect": ("requests", {"api_key": "k"}, "requests"),
+    "runpod": ("requests", {"api_key": "k"}, "requests"),
+    "verda": ("requests", {"client_id": "i", "client_secret": "s"}, "requests"),
 }
 
 
@@ -60,6 +63,12 @@ def test_offers_without_the_sdk_says_what_to_install(cloud):
     assert result["failed"] is True, result
     [error] = result["errors"]
     assert error["kind"] == "InvalidRequest" and error["cloud"] == cloud, error
-    assert named in error["msg"] and "pip install" in error["msg"], error["msg"]
+    assert "requires %s" % named in error["msg"], error["msg"]
+    # The exact command: this Python's pip, and the cloud's own requirements file in the installed collection
+    # (it holds the package, directly or through requirements/base.txt).
+    command = "%s -m pip install -r %s" % (sys.executable, os.path.join(COLLECTION_ROOT, "requirements",
+                                                                        "%s.txt" % cloud))
+    assert command in error["msg"], error["msg"]
+    assert named in requirement_names(os.path.join(COLLECTION_ROOT, "requirements", "%s.txt" % cloud))
     assert "Traceback" not in done.stderr and "NameError" not in result["msg"]
     assert answer["loaded"] == []   # the hidden package really was not there

@@ -30,6 +30,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     SCHEMA_VERSION, Conflict, JournalError, LeaseHeld, Row, _created_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import lease_held_message, owner_alive
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
 
 def _psycopg():
@@ -134,8 +135,8 @@ class PgJournal:
         try:
             _psycopg()
         except ImportError:
-            raise JournalError("journal: %s is a PostgreSQL journal, which needs the psycopg package on the "
-                               "controller (pip install 'psycopg[binary]')" % scrub_dsn(dsn)) from None
+            raise JournalError("journal: %s is a PostgreSQL journal, which needs psycopg. %s"
+                               % (scrub_dsn(dsn), missing_package("psycopg"))) from None
         self._dsn = dsn.strip()
         self._password = password
         self.path = scrub_dsn(self._dsn)   # shown in results and messages: never the password

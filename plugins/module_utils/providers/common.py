@@ -13,16 +13,18 @@ import ipaddress
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Type
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, ProviderError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
 SSH_PORT = 22
 
 
-def require_sdk(cloud: str, available: bool, requirement: str, import_error: Optional[BaseException] = None) -> None:
-    """InvalidRequest saying how to install ``requirement`` when the SDK could not be imported."""
+def require_sdk(cloud: str, available: bool, package: str, import_error: Optional[BaseException] = None) -> None:
+    """InvalidRequest saying how to install ``package`` (its pip name) when the SDK could not be imported:
+    the exact command, with the path of the cloud's requirements file in this installed collection."""
     if not available:
         cause = " (%s)" % (import_error,) if import_error else ""
-        raise ProviderError(ErrorKind.INVALID_REQUEST, "clouds: the %s adapter requires %s; pip install -r "
-                            "requirements.txt%s" % (cloud, requirement, cause))
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "clouds: the %s adapter requires %s. %s%s"
+                            % (cloud, package, missing_package(package, cloud), cause))
 
 
 def classified(classify: Callable[[BaseException], ProviderError],

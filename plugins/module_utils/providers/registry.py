@@ -23,6 +23,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_opti
     runpod as runpod_options, verda as verda_options,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
 
 _PREFIX = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
 
@@ -94,9 +95,6 @@ def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None,
     try:
         module = importlib.import_module(module_path)
     except ImportError as exc:
-        raise ProviderError(
-            ErrorKind.INVALID_REQUEST,
-            "clouds: the %s adapter cannot load (%s); install the controller requirements "
-            "(pip install -r requirements.txt)" % (cloud, exc),
-        )
+        raise ProviderError(ErrorKind.INVALID_REQUEST, "clouds: the %s adapter cannot load (%s). %s"
+                            % (cloud, exc, missing_import(exc, cloud)))
     return getattr(module, class_name)(options, journal_id=journal_id)

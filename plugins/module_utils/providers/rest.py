@@ -65,6 +65,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest_errors import (
     DEFAULT_RULES, MALFORMED_BODY, Rule, RestError, _EXCERPT_CHARS, _excerpt, classify, parse_retry_after, vendor_error,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
 # The error model lives in rest_errors.py; adapters import it from here with the client.
 __all__ = ("DEFAULT_RULES", "MALFORMED_BODY", "Rule", "RestError", "classify", "parse_retry_after",
@@ -367,9 +368,8 @@ class RestClient:
                  verify: Union[bool, str] = True, headers: Optional[Dict[str, str]] = None,
                  redact: Iterable[str] = ()):
         if not HAS_REQUESTS:
-            raise ProviderError(ErrorKind.INVALID_REQUEST,
-                                "%s: the REST client requires requests; pip install -r requirements.txt (%s)"
-                                % (name, REQUESTS_IMPORT_ERROR))
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: the REST client requires requests. %s (%s)"
+                                % (name, missing_package("requests", name), REQUESTS_IMPORT_ERROR))
         parts = urlsplit(base_url if isinstance(base_url, str) else "")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ProviderError(ErrorKind.INVALID_REQUEST,

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import (
     PrivateFileError, locked, make_private_dirs, write_private,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
 # paramiko takes 0.1-0.2 s to import: the first SSH check imports it, not what only reads or writes the ssh
 # files (the journal inventory). Without it, the action reports it; sanity's import test runs without it.
@@ -302,7 +303,7 @@ class SshChecker:
 
     def __init__(self, files: ControllerFiles, timeout: float = 10.0, command: str = "true"):
         if not HAS_PARAMIKO:
-            raise RuntimeError("paramiko is required on the controller: pip install -r requirements.txt")
+            raise RuntimeError("the SSH check needs paramiko. " + missing_package("paramiko"))
         self.files = files
         self.timeout = timeout
         self.command = command

@@ -169,7 +169,7 @@ class DockerProvider(TypedOptionsProvider):
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
-        require_sdk(self.name, HAS_DOCKER, "the docker SDK for Python (pip install docker)")
+        require_sdk(self.name, HAS_DOCKER, "docker")
         opts = self.options
         self.base_image = opts["base_image"] or DEFAULT_BASE_IMAGE
         self.image = opts["image"] or None

@@ -84,7 +84,7 @@ try:
     HAS_SDK, SDK_IMPORT_ERROR = True, None
 except ImportError as exc:  # the module imports without the SDK; building the adapter says how to install it
     HAS_SDK, SDK_IMPORT_ERROR = False, exc
-SDK_REQUIREMENT = "the nebius Python SDK (nebius)"
+SDK_REQUIREMENT = "nebius"   # its pip name
 
 USER_AGENT = "gpuprov-cloud/1"
 # The login user cloud-init makes, on the instance's labels: observe reports it in the endpoint.

@@ -38,7 +38,7 @@ def list_owned(provider, location: Location) -> List[Owned]:
     region = provider.options["region"]
     if location.region not in (ANY_REGION, region):
         return []  # the project has nothing elsewhere
-    require_sdk("nebius", HAS_SDK, "the nebius Python SDK (nebius)", SDK_IMPORT_ERROR)
+    require_sdk("nebius", HAS_SDK, "nebius", SDK_IMPORT_ERROR)
     found = []
     for instance in _all(provider, "InstanceService.List", InstanceServiceClient, ListInstancesRequest):
         labels = dict(instance.metadata.labels or {})

@@ -55,29 +55,49 @@ images:
 	@if docker info >/dev/null 2>&1; then bash scripts/build-base-image.sh; \
 	  else echo "images: no Docker engine answers; Docker tests will skip"; fi
 
-# A first look, on a fresh machine: a VM on the local cloud (an sshd on a loopback port). The collection is
-# installed from its tarball, as a user would install it, into the project's own path (DEMO_COLLECTIONS): a
-# gpuprov.cloud installed elsewhere (~/.ansible/collections) is neither used nor overwritten.
+# A first look, on a fresh machine: a VM on the local cloud (an sshd on a loopback port), with only what running
+# needs, installed the way docs/install.md tells a user to: ansible-core in .venv (make test adds its tools there
+# later), the collection from its tarball into the project's own path (DEMO_COLLECTIONS: a gpuprov.cloud installed
+# elsewhere, ~/.ansible/collections, is neither used nor overwritten), then the installed collection's
+# requirements/local.txt. ansible.cfg points the commands the README shows, run from here, at DEMO_COLLECTIONS.
 DEMO_NAME ?= demo
 DEMO_COLLECTIONS ?= $(CURDIR)/build/demo/collections
 DEMO_DIST ?= $(CURDIR)/build/demo/dist
+DEMO_INSTALLED := $(DEMO_COLLECTIONS)/ansible_collections/gpuprov/cloud
 DEMO_ENV := env -u PYTHONPATH ANSIBLE_COLLECTIONS_PATH=$(DEMO_COLLECTIONS)
 # Where demo-sshd looks for sshd: Debian keeps it in /usr/sbin, which a user's PATH often lacks.
 SSHD_SEARCH ?= $(PATH):/usr/sbin:/usr/local/sbin
-demo: dev demo-sshd
-	rm -rf $(DEMO_DIST)
-	$(BIN)/ansible-galaxy collection build --output-path $(DEMO_DIST) . >/dev/null
-	$(DEMO_ENV) $(BIN)/ansible-galaxy collection install --force -p $(DEMO_COLLECTIONS) \
-	  $(DEMO_DIST)/gpuprov-cloud-*.tar.gz
-	$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.provision -e vm=$(DEMO_NAME)
-	@state=$${GPUPROV_HOME:-$${XDG_STATE_HOME:-$$HOME/.local/state}/gpuprov}; \
-	  echo; echo "The VM '$(DEMO_NAME)' is up. To ssh in:"; \
-	  echo "  ssh -F $$state/ssh_config $(DEMO_NAME)      (or add 'Include $$state/ssh_config' to ~/.ssh/config, then: ssh $(DEMO_NAME))"; \
-	  echo "Status:    ANSIBLE_COLLECTIONS_PATH=$(DEMO_COLLECTIONS) $(CURDIR)/$(BIN)/ansible-playbook gpuprov.cloud.status"; \
-	  echo "Tear down: make demo-down DEMO_NAME=$(DEMO_NAME)"
+# What the closing lines tell a user to run: ansible.cfg covers the default DEMO_COLLECTIONS, not another.
+DEMO_CFG_NOTE := $(if $(filter $(CURDIR)/build/demo/collections,$(DEMO_COLLECTIONS)),,export ANSIBLE_COLLECTIONS_PATH=$(DEMO_COLLECTIONS); )
 
-demo-down: dev
-	$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)
+# ansible-core alone, when .venv has no Ansible yet (a dev venv already has it).
+$(BIN)/ansible-playbook:
+	@echo "demo: creating $(VENV) (python -m venv) and installing ansible-core into it (pip, about 20 s)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --disable-pip-version-check 'ansible-core>=2.17'
+
+demo: demo-sshd $(BIN)/ansible-playbook
+	@echo "demo: building the collection tarball (ansible-galaxy collection build) into $(DEMO_DIST)"
+	@rm -rf $(DEMO_DIST)
+	@$(BIN)/ansible-galaxy collection build --output-path $(DEMO_DIST) . >/dev/null
+	@echo "demo: installing it into $(DEMO_COLLECTIONS) (ansible-galaxy collection install)"
+	@$(DEMO_ENV) $(BIN)/ansible-galaxy collection install --offline --force -p $(DEMO_COLLECTIONS) \
+	  $(DEMO_DIST)/gpuprov-cloud-*.tar.gz >/dev/null
+	@echo "demo: installing what the local cloud needs: pip install -r $(DEMO_INSTALLED)/requirements/local.txt"
+	@$(BIN)/pip install -q --disable-pip-version-check -r $(DEMO_INSTALLED)/requirements/local.txt
+	@echo "demo: provisioning the VM '$(DEMO_NAME)' on the local cloud (ansible-playbook gpuprov.cloud.provision)"
+	@$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.provision -e vm=$(DEMO_NAME)
+	@state=$${GPUPROV_HOME:-$${XDG_STATE_HOME:-$$HOME/.local/state}/gpuprov}; \
+	  echo; echo "The VM '$(DEMO_NAME)' is up. From this folder (its ansible.cfg finds the collection), with .venv's Ansible:"; \
+	  echo "  $(DEMO_CFG_NOTE). .venv/bin/activate"; \
+	  echo "  ansible-playbook gpuprov.cloud.status"; \
+	  echo "  ssh -F $$state/ssh_config $(DEMO_NAME) uname -a      (or add 'Include $$state/ssh_config' to ~/.ssh/config, then: ssh $(DEMO_NAME))"; \
+	  echo "  ansible-playbook gpuprov.cloud.provision -e vm=second      (another VM on the local cloud)"; \
+	  echo "Tear down: make demo-down DEMO_NAME=$(DEMO_NAME)      (or: ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME))"
+
+demo-down: $(BIN)/ansible-playbook
+	@echo "demo: tearing down the VM '$(DEMO_NAME)' (ansible-playbook gpuprov.cloud.down)"
+	@$(DEMO_ENV) $(BIN)/ansible-playbook gpuprov.cloud.down -e vm=$(DEMO_NAME)
 
 .PHONY: demo-sshd docs
 

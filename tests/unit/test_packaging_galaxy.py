@@ -18,7 +18,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 URL = "https://github.com/gpuprov/cloud"
 
 SHIPPED = [
-    "README.md", "CHANGELOG.md", "meta/runtime.yml", "requirements.txt", "bindep.txt",
+    "README.md", "CHANGELOG.md", "COPYING", "meta/runtime.yml", "requirements.txt", "bindep.txt",
+    # what a user installs with pip, per cloud (docs/install.md), and what every cloud's file includes
+    "requirements/base.txt", "requirements/local.txt", "requirements/aws.txt", "requirements/postgresql.txt",
+    "docs/install.md",
     "plugins/modules/vm.py", "plugins/action/vm.py", "plugins/inventory/journal.py",
     "roles/k3s/meta/argument_specs.yml", "playbooks/provision.yml", "playbooks/down.yml",
     "docs/recovery.md", "docs/awx.md", "changelogs/changelog.yaml", "changelogs/config.yaml",
@@ -30,6 +33,8 @@ DEV_ONLY = [
     "Makefile", ".ansible-lint", "requirements-dev.txt", "tests/tools/", "docs/site/", ".ci/", "bench/",
     ".venv/", "build/", ".gitignore", "changelogs/.gitignore", "changelogs/.plugin-cache.yaml",
     "scripts/gen-cloud-options-doc.py",
+    # the checkout's own config for the commands the README shows after make demo
+    "ansible.cfg",
 ]
 
 
@@ -45,7 +50,8 @@ def tarball(tmp_path_factory):
         names = set(tar.getnames())
         files = json.load(tar.extractfile("FILES.json"))
         manifest = json.load(tar.extractfile("MANIFEST.json"))
-    return names, files, manifest
+        licence = tar.extractfile("COPYING").read().decode() if "COPYING" in names else ""
+    return names, files, manifest, licence
 
 
 def test_shipped_files_are_in_the_tarball(tarball):
@@ -74,3 +80,17 @@ def test_galaxy_yml_declares_the_links():
     meta = yaml.safe_load((REPO / "galaxy.yml").read_text())
     for key in ("documentation", "issues", "homepage", "repository"):
         assert meta[key].startswith(URL), key
+
+
+def test_the_tarball_carries_the_licence_galaxy_yml_names(tarball):
+    meta = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    assert meta["license"] == ["GPL-3.0-or-later"]
+    licence = tarball[3]
+    assert licence.lstrip().startswith("GNU GENERAL PUBLIC LICENSE") and "Version 3, 29 June 2007" in licence
+    assert (REPO / "COPYING").read_text() == licence
+
+
+def test_every_requirements_file_is_shipped(tarball):
+    names = tarball[0]
+    files = sorted("requirements/%s" % path.name for path in (REPO / "requirements").glob("*.txt"))
+    assert len(files) > 12 and not [path for path in files if path not in names]

@@ -166,19 +166,29 @@ clean:
 # The AWX execution environment's build context (docs/awx.md), offline: the collection tarball, then
 # ansible-builder's context in build/ee/context; then the tarball is installed as the image would install it
 # and ansible-builder's own introspection must find the collection's Python and system requirements in it.
+# The shipped definition (extensions/awx/execution-environment.yml) takes the collection from Galaxy; the
+# checkout's copy of it, build/ee/execution-environment.yml, takes this checkout's tarball instead.
 EE_DIR := build/ee
+EE_FROM_TARBALL := import sys, yaml; ee = yaml.safe_load(open(sys.argv[1])); \
+  ee["dependencies"]["galaxy"] = {"collections": [{"name": "collections/gpuprov-cloud.tar.gz", "type": "file"}]}; \
+  ee["additional_build_files"] = [{"src": "gpuprov-cloud.tar.gz", "dest": "collections"}]; \
+  yaml.safe_dump(ee, open(sys.argv[2], "w"), sort_keys=False)
 ee-context: dev
 	rm -rf $(EE_DIR) && mkdir -p $(EE_DIR)/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path $(EE_DIR)/dist . >/dev/null
 	cp $(EE_DIR)/dist/gpuprov-cloud-*.tar.gz $(EE_DIR)/gpuprov-cloud.tar.gz
-	$(BIN)/ansible-builder create -f extensions/awx/execution-environment.yml --context $(EE_DIR)/context \
+	$(BIN)/python -c '$(EE_FROM_TARBALL)' extensions/awx/execution-environment.yml $(EE_DIR)/execution-environment.yml
+	$(BIN)/ansible-builder create -f $(EE_DIR)/execution-environment.yml --context $(EE_DIR)/context \
 	  --output-filename Containerfile
 	env -u PYTHONPATH ANSIBLE_COLLECTIONS_PATH=$(EE_DIR)/collections $(BIN)/ansible-galaxy collection install \
 	  --offline --force -p $(EE_DIR)/collections $(EE_DIR)/gpuprov-cloud.tar.gz >/dev/null
 	$(BIN)/python $(EE_DIR)/context/_build/scripts/introspect.py introspect $(EE_DIR)/collections \
 	  --write-pip $(EE_DIR)/requirements.txt --write-bindep $(EE_DIR)/bindep.txt >/dev/null
-	grep -q '^paramiko' $(EE_DIR)/requirements.txt && grep -q '^openssh-clients' $(EE_DIR)/bindep.txt \
-	  || { echo "ee-context: the collection's requirements did not come through introspection"; exit 1; }
+	for package in paramiko boto3 google-cloud-compute docker requests nebius psycopg; do \
+	  grep -q "^$$package" $(EE_DIR)/requirements.txt || { echo "ee-context: $$package (requirements.txt) did not" \
+	    "come through introspection"; exit 1; }; done
+	grep -q '^openssh-clients' $(EE_DIR)/bindep.txt \
+	  || { echo "ee-context: the collection's system requirements did not come through introspection"; exit 1; }
 	@echo "ee-context: $(EE_DIR)/context (podman build -t gpuprov-ee:latest $(EE_DIR)/context)"
 
 # ansible-test needs the collection at ansible_collections/<ns>/<name>: test a copy of the tracked files.

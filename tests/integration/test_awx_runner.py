@@ -7,7 +7,8 @@ folder of the job's, as AWX's /runner/cp), and the survey's answers plus the tem
 Nothing but the journal (and the local cloud's instance folder: its records are machine-local, standing in
 for the cloud's own API) is shared between jobs: job 1 provisions, job 2 (another HOME) finds the VM and
 changes nothing, SSH included, job 3 shows it in status, a health job (another fresh HOME) logs in with the
-host key the journal pinned, job 4 tears it down, job 5's status says Done.
+host key the journal pinned, job 4 tears it down, job 5's status says Done, and the sweep template, its survey
+unanswered, makes a dry run.
 Once on SQLite (a shared journal path: a single-node install) and once on PostgreSQL."""
 
 from __future__ import annotations
@@ -201,6 +202,8 @@ def awx_jobs(request, tmp_path_factory):
         jobs["down"] = site.launch("down", {"vm": VM})
         jobs["live_after_down"] = site.live_sshd()
         jobs["status_after_down"] = site.launch("status", {})
+        # The sweep template unanswered: its survey's defaults make it a dry run.
+        jobs["sweep"] = site.launch("sweep", {})
         jobs["site"] = site
         yield jobs
 
@@ -267,3 +270,14 @@ def test_job4_down_leaves_nothing(awx_jobs):
     vms = {vm["name"]: vm for vm in result["vms"]}
     assert vms[VM]["machine"] == "teardown" and vms[VM]["state"] == "Done", vms
     assert result["leaked"] == []
+
+
+def test_the_sweep_template_is_a_dry_run_by_default(awx_jobs):
+    job = awx_jobs["sweep"]
+    assert (job.status, job.rc) == ("successful", 0), job
+    [result] = [e["event_data"]["res"] for e in job.events if e.get("event") == "runner_on_ok"
+                and "cost_per_hour" in (e.get("event_data", {}).get("res") or {})]
+    assert result["changed"] is False and result["removed"] == [], result
+    # Nothing of the VM job 4 tore down is left to sweep, on the local cloud the jobs share.
+    assert [e for e in result["orphans"] if e["cloud"] == "local"] == [], result["table"]
+    assert "List what no journal row owns (dry run)" in job.out, job

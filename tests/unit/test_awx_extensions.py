@@ -5,8 +5,11 @@ brings in the collection."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -15,6 +18,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import opt
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import OPTION_SPECS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
 AWX = REPO / "extensions" / "awx"
 CREDENTIAL_TYPES = sorted((AWX / "credential_types").glob("*.yml"))
 JOB_TEMPLATES = sorted((AWX / "job_templates").glob("*.json"))
@@ -104,12 +108,47 @@ def test_provision_survey_offers_every_cloud_an_awx_job_can_use():
     assert set(spec["clouds"]["choices"]) == set(OPTION_SPECS) - {"local"}
 
 
-def test_ee_definition_installs_the_collection_tarball():
+def test_the_sweep_template_is_a_dry_run_unless_asked():
+    spec = {q["variable"]: q for q in _load(AWX / "job_templates" / "sweep.json")["survey_spec"]["spec"]}
+    assert spec["delete"]["default"] == "false" and spec["delete"]["choices"] == ["false", "true"]
+    assert not spec["delete"]["required"]
+    provision = {q["variable"]: q for q in _load(AWX / "job_templates" / "provision.json")["survey_spec"]["spec"]}
+    assert spec["clouds"]["choices"] == provision["clouds"]["choices"]
+    # Every variable the playbook's header says it takes is asked.
+    assert set(spec) == {"delete", "clouds", "regions", "include_foreign", "include_legacy"}
+
+
+def test_ee_definition_takes_the_published_collection_at_this_version():
+    """It needs no file beside it (the old one took ../../build/ee/gpuprov-cloud.tar.gz, a checkout's)."""
     ee = _load(AWX / "execution-environment.yml")
     assert ee["version"] == 3
-    assert ee["dependencies"]["galaxy"]["collections"] == [{"name": "collections/gpuprov-cloud.tar.gz",
-                                                            "type": "file"}]
-    assert [f["dest"] for f in ee["additional_build_files"]] == ["collections"]
+    version = _load(REPO / "galaxy.yml")["version"]
+    assert ee["dependencies"]["galaxy"]["collections"] == [{"name": "gpuprov.cloud", "version": version}]
+    assert "additional_build_files" not in ee
     meta = _load(REPO / "meta" / "execution-environment.yml")
     for entry in ("python", "system"):
         assert (REPO / meta["dependencies"][entry]).is_file()
+
+
+def test_ee_context_builds_from_the_installed_collection(tmp_path):
+    """ansible-builder create, run elsewhere on the EE file of a collection installed from its tarball, makes a
+    context whose Galaxy requirements name the collection at this version (offline: create fetches nothing)."""
+    dist, collections, context = tmp_path / "dist", tmp_path / "collections", tmp_path / "context"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
+    built = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(dist), str(REPO)],
+                           env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert built.returncode == 0, built.stderr
+    (tarball,) = dist.glob("gpuprov-cloud-*.tar.gz")
+    installed = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "-p",
+                                str(collections), str(tarball)], env=env, capture_output=True, text=True,
+                               timeout=300, check=False)
+    assert installed.returncode == 0, installed.stderr
+    definition = collections / "ansible_collections" / "gpuprov" / "cloud" / "extensions" / "awx" / \
+        "execution-environment.yml"
+    created = subprocess.run([str(BIN / "ansible-builder"), "create", "-f", str(definition), "--context", str(context)],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert created.returncode == 0, created.stdout + created.stderr
+    galaxy = _load(context / "_build" / "requirements.yml")
+    version = _load(REPO / "galaxy.yml")["version"]
+    assert galaxy["collections"] == [{"name": "gpuprov.cloud", "version": version}], galaxy

@@ -252,6 +252,18 @@ def test_recreate_keeps_a_vm_that_matches(tmp_path):
     assert out.state["kind"] == "Ready" and out.state["vm"]["instance_id"] == first and out.state["reused"]
 
 
+def test_a_cloud_refusing_the_request_beside_one_with_nothing_free_now_is_exhausted_not_aborted(tmp_path):
+    refusing = ScriptedProvider(A, plan_error=ProviderError(ErrorKind.INVALID_REQUEST, "regions: fakea has no region r9"))
+    sold_out = ScriptedProvider(B, [])
+    w = World(tmp_path, [refusing, sold_out], clouds=[A, B])
+
+    out = w.launch()
+
+    # fakeb may have capacity later (retry_until_up waits for it): not a request nothing can ever meet.
+    assert out.state["kind"] == "Exhausted" and "regions: fakea has no region r9" in out.state["reason"]
+    assert sold_out.calls["plan"] == 1 and sold_out.calls["create"] == 0
+
+
 class _PlacedCloud(ScriptedProvider):
     """A cloud whose plan takes an offer to answer its country too, ignoring case (as Prime Intellect's
     data center, country or region)."""

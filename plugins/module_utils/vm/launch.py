@@ -382,7 +382,9 @@ class LaunchMachine(Machine):
             return Retry(planned.transient_text(),
                          after=max(exc.retry_after or 0 for _cloud, exc in planned.transient) or None)
         if not offers:
-            if planned.errors and all(e.fatal for e in planned.errors):
+            # Aborted only when every cloud refused the request for good: a cloud that planned without an
+            # error but has nothing free now makes it Exhausted (retry_until_up waits for it).
+            if len(planned.errors) == len(self.ctx.settings.clouds) and all(e.fatal for e in planned.errors):
                 return Next({"kind": "Aborted", "reason": "; ".join(e.msg for e in planned.errors), "targets": []},
                             "no cloud can plan this request")
             return Next(self._exhausted(search, "no offer available: " + "; ".join(planned.reasons() or ["no offers"])),

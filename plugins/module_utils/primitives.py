@@ -41,6 +41,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import plan_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
     DELETION_REQUESTED, INSTANCE_RECORD_KIND, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
 )
@@ -110,13 +111,17 @@ def guarded(fn: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
 
 # -- parameters -------------------------------------------------------------------------------
 
-def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id: Optional[str] = None) -> Provider:
-    """The adapter of ``cloud``; with ``journal_id`` it tags what it makes with that journal."""
+def _options(cloud: str, params: Dict[str, Any], clouds: List[str]) -> Dict[str, Any]:
+    """The task's ``cloud_options`` of ``cloud``; InvalidRequest naming the parameter when they are wrong."""
     try:
-        options = options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
+        return options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
     except ValueError as exc:
         raise _invalid(str(exc))
-    return _call("load", cloud, registry.get_provider, cloud, options, journal_id)
+
+
+def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id: Optional[str] = None) -> Provider:
+    """The adapter of ``cloud``; with ``journal_id`` it tags what it makes with that journal."""
+    return _call("load", cloud, registry.get_provider, cloud, _options(cloud, params, clouds), journal_id)
 
 
 def offer_row(offer: Offer, rank: Optional[int] = None, skip_reason: Optional[str] = None) -> Dict[str, Any]:
@@ -158,7 +163,9 @@ def _table(rows: List[Dict[str, Any]]) -> List[str]:
 def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     """Plan on every cloud of ``clouds``: the offers a launch would try, in the order it
     would try them (``rank``, after ``prefer`` and ``max_price_per_hour``), then those it
-    would skip, with why. Never changes anything."""
+    would skip, with why. Planned as the launch and check mode plan (vm/planning.py): a
+    cloud whose credentials are missing or refused (asked once, read-only, where its plan
+    makes no call) has every offer unavailable, with that reason. Never changes anything."""
     del check_mode  # plan makes no change in either mode
     name = validate_vm_name(params.get("name") or PLAN_NAME)
     clouds = search_clouds(params)
@@ -167,30 +174,37 @@ def offers(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     summary: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
     planned: List[Offer] = []
-    for cloud in clouds:
-        try:
-            found = _call("plan", cloud, _provider(cloud, params, clouds).plan, request)
-        except _Failed as exc:
-            error = dict(exc.error.to_dict(), cloud=cloud, primitive=exc.primitive)
+    options = {cloud: _options(cloud, params, clouds) for cloud in clouds}   # a wrong parameter fails the task
+    for cloud_plan in plan_clouds(clouds, lambda cloud: registry.get_provider(cloud, options[cloud]), request,
+                                  preview=True):
+        found, cloud = cloud_plan.offers, cloud_plan.cloud
+        error = None
+        if cloud_plan.error is not None:
+            error = dict(cloud_plan.error.to_dict(), cloud=cloud, primitive=cloud_plan.primitive)
             errors.append(error)
-            summary.append({"cloud": cloud, "offers": 0, "available": 0, "error": error})
-            continue
         planned.extend(found)
         summary.append({"cloud": cloud, "offers": len(found), "available": sum(1 for o in found if o.available),
-                        "error": None})
+                        "error": error})
     chosen, skipped = choose_offers(planned, prefer, max_price)
     rows = [offer_row(offer, rank) for rank, offer in enumerate(chosen, 1)]
     rows += [offer_row(offer, None, why) for offer, why in skipped]
     rank = len(chosen)
     if errors and len(errors) == len(clouds):
-        reasons = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
+        reasons = "; ".join(_cloud_error(e) for e in errors)
         return {"failed": True, "changed": False, "msg": "no cloud could plan this request: " + reasons,
-                "errors": errors, "clouds": summary, "offers": [], "table": []}
-    skipped = "; ".join("%s: %s: %s" % (e["cloud"], e["kind"], e["msg"]) for e in errors)
+                "errors": errors, "clouds": summary, "offers": rows, "table": _table(rows) if rows else []}
+    skipped = "; ".join(_cloud_error(e) for e in errors)
     msg = "%d offer(s), %d to try%s, from %s" % (
         len(rows), rank, " by price" if prefer == "price" else "", ", ".join(clouds))
     return {"changed": False, "offers": rows, "available": rank, "clouds": summary, "errors": errors,
             "table": _table(rows), "msg": msg + ("; could not plan %s" % skipped if skipped else "")}
+
+
+def _cloud_error(error: Dict[str, Any]) -> str:
+    """``cloud: Kind: msg`` (a message that names its cloud first keeps its own wording)."""
+    if error["msg"].startswith(error["cloud"] + ":"):
+        return "%s: %s" % (error["kind"], error["msg"])
+    return "%s: %s: %s" % (error["cloud"], error["kind"], error["msg"])
 
 
 # -- instance ---------------------------------------------------------------------------------

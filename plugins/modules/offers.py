@@ -18,8 +18,13 @@ description:
     RV(offers[].rank) and skips the others.
   - Never creates or changes anything; some clouds answer C(plan) from a static catalogue, others read live
     listings (for example the zones that offer a machine type).
-  - A cloud that cannot plan (for example, missing credentials) is reported in RV(errors) and its offers are left
-    out; the task fails only when no cloud could plan.
+  - Each cloud's credentials are checked first, as M(gpuprov.cloud.vm) checks them: locally (the options and
+    environment variables that carry them, the SDK's own files), and where the cloud's C(plan) makes no call (aws),
+    with one read-only call (STS GetCallerIdentity). A cloud whose credentials are missing or refused is reported in
+    RV(errors) with the message naming the option and variable to set; its offers, where it still plans them, are
+    listed unavailable with that reason.
+  - Another cloud that cannot plan is reported in RV(errors) and its offers are left out; the task fails only when
+    every cloud is in RV(errors).
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
@@ -133,7 +138,8 @@ clouds:
   type: list
   elements: dict
 errors:
-  description: Clouds that could not plan, each with C(cloud), C(kind), C(msg), C(block) and C(primitive).
+  description: Clouds that could not plan or whose credentials are missing or refused, each with C(cloud),
+    C(kind), C(msg), C(block) and C(primitive) (V(load), V(credentials) or V(plan)).
   returned: always
   type: list
   elements: dict

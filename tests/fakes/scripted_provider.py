@@ -32,6 +32,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 
 PRIMITIVES = ("plan", "prepare", "create", "observe", "delete", "cleanup")
+# The credential checks the core runs before planning (Provider.check_credentials, verify_credentials):
+# scriptable like a primitive, counted apart (``checks``) so that ``calls`` stays the primitives' count.
+CHECKS = ("check_credentials", "verify_credentials")
 
 
 def offer(cloud: str, region: str, instance_type: str = "gpu.1x", zone: Optional[str] = None,
@@ -134,6 +137,7 @@ class ScriptedProvider(Provider):
         self.rules: List[Rule] = []
         self.profiles: List[BootProfile] = []
         self.calls: collections.Counter = collections.Counter()
+        self.checks: collections.Counter = collections.Counter()
         self.log: List[Tuple] = []
         self.instances: Dict[str, FakeInstance] = {}   # live (not yet gone), by id
         self.gone: List[str] = []                       # ids that went away, in order
@@ -149,7 +153,7 @@ class ScriptedProvider(Provider):
              where: Optional[Callable[[Any], bool]] = None, after: bool = False) -> Rule:
         """Make the next ``times`` calls of ``op`` (whose subject matches ``where``) raise
         ``error``; with ``after=True`` the effect happens first (a lost response)."""
-        assert op in PRIMITIVES, op
+        assert op in PRIMITIVES + CHECKS, op
         rule = Rule(op, error, times, where, after)
         self.rules.append(rule)
         return rule
@@ -158,7 +162,7 @@ class ScriptedProvider(Provider):
                where: Optional[Callable[[Any], bool]] = None) -> Rule:
         """Replace the effect of the next ``times`` matching calls of ``op`` by
         ``action(*args)``; its return value is the primitive's result."""
-        assert op in PRIMITIVES, op
+        assert op in PRIMITIVES + CHECKS, op
         rule = Rule(op, action, times, where)
         self.rules.append(rule)
         return rule
@@ -239,6 +243,20 @@ class ScriptedProvider(Provider):
     # -- the contract ------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
         return self._caps
+
+    def _check(self, op: str) -> None:
+        self.checks[op] += 1
+        rule = self._consult(op, None)
+        if rule is not None:
+            if isinstance(rule.action, BaseException):
+                raise rule.action
+            rule.action()
+
+    def check_credentials(self) -> None:
+        self._check("check_credentials")
+
+    def verify_credentials(self) -> None:
+        self._check("verify_credentials")
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
         self.log.append(("plan", request.vm_name))

@@ -201,3 +201,90 @@ def test_aws_verify_of_an_unreachable_endpoint_is_transient(moto_ec2):
     with pytest.raises(ProviderError) as info:
         AwsProvider(dict(account, endpoint_url="http://127.0.0.1:%d" % _closed_port())).verify_credentials()
     assert info.value.kind == ErrorKind.TRANSIENT
+
+
+# -- offers, check mode and provision tell the same truth -----------------------------------------
+
+SEARCH = {"name": "creds", "state": "present", "clouds": ["aws", "gcp", "lambda"], "gpu": "H100", "gpu_count": 1,
+          "regions": [], "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60,
+          "teardown_timeout": 60, "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {},
+          "k8s": None, "boot_script": None}
+
+
+@pytest.fixture
+def bare_controller(no_aws_credentials, moto_ec2, monkeypatch, tmp_path):
+    """No credentials for aws, gcp (nor a project) or lambda, and a state directory of its own."""
+    for name in ("GCP_PROJECT", "GCE_PROJECT", "GCP_SERVICE_ACCOUNT_FILE", "GCE_CREDENTIALS_FILE_PATH",
+                 "GOOGLE_APPLICATION_CREDENTIALS", "LAMBDA_API_KEY", "GPUPROV_JOURNAL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))   # no gcloud ADC file
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path / "state"))
+    return moto_ec2
+
+
+def _reasons():
+    return [declared_credentials("aws").message(),
+            "gcp: no project: set cloud_options.gcp.project (or one of GCP_PROJECT, GCE_PROJECT)",
+            declared_credentials("lambda").message()]
+
+
+def test_offers_check_mode_and_provision_agree_without_credentials(bare_controller):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+
+    before = len(bare_controller.calls())
+    offers = primitives.offers({"clouds": SEARCH["clouds"], "gpu": "H100"})
+    check = VmService(dict(SEARCH)).run(check_mode=True)
+    run = VmService(dict(SEARCH)).run()
+
+    aws_msg, gcp_msg, lambda_msg = _reasons()
+    # offers: the aws ladder is listed, every offer unavailable with the reason; each cloud's error names it.
+    assert offers["failed"] and offers["changed"] is False
+    aws = [r for r in offers["offers"] if r["cloud"] == "aws"]
+    assert aws and all(not r["available"] and r["unavailable_reason"] == aws_msg and r["rank"] is None for r in aws)
+    assert [(e["cloud"], e["kind"], e["primitive"], e["msg"]) for e in offers["errors"]] == [
+        ("aws", "Credentials", "credentials", aws_msg), ("gcp", "Credentials", "credentials", gcp_msg),
+        ("lambda", "Credentials", "credentials", lambda_msg)]
+    # check mode: nothing to try, for the same reasons.
+    assert check["failed"] and check["changed"] is False and check["plan"] == []
+    assert check["msg"] == "creds: no offer to try: " + "; ".join(_reasons())
+    # provision: Aborted at once with them, nothing changed, three events, no retry.
+    assert run["failed"] and run["changed"] is False and run["state"] == "Aborted"
+    assert run["msg"] == "creds: Aborted: " + "; ".join(_reasons())
+    assert [e["event"] for e in run["events"]] == ["begin", "transition", "transition"]
+    assert len(bare_controller.calls()) == before    # not one call to the (fake) cloud
+
+
+def test_refused_aws_credentials_agree_too(moto_ec2, monkeypatch, tmp_path):
+    """Keys boto3 finds but AWS refuses: offers and check mode ask once (GetCallerIdentity), the launch is
+    refused by its first call (prepare's DescribeInstanceTypeOfferings) and leaves AWS with nothing to undo."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    account = moto_ec2.new_account()
+    akid = account["aws_access_key_id"]
+    refused = "The security token included in the request is invalid."
+    moto_ec2.inject("GetCallerIdentity", code="InvalidClientTokenId", status=403, message=refused, times=None,
+                    account=akid)
+    moto_ec2.inject("DescribeInstanceTypeOfferings", code="AuthFailure", status=401, message=refused, times=None,
+                    account=akid)
+    aws = dict(account, endpoint_url=moto_ec2.endpoint_url, allowed_cidrs=["203.0.113.7/32"], regions=["us-east-1"])
+    params = dict(SEARCH, clouds=["aws"], cloud_options={"aws": aws})
+
+    offers = primitives.offers({"clouds": ["aws"], "gpu": "H100", "cloud_options": {"aws": aws}})
+    check = VmService(dict(params)).run(check_mode=True)
+    previewed = [c["action"] for c in moto_ec2.calls(account=akid)]
+    run = VmService(dict(params)).run()
+
+    (error,) = offers["errors"]
+    assert error["kind"] == "Credentials" and error["primitive"] == "credentials" and refused in error["msg"]
+    assert offers["offers"] and all(r["unavailable_reason"] == error["msg"] for r in offers["offers"])
+    assert check["failed"] and check["msg"] == "creds: no offer to try: aws (skipped): " + error["msg"]
+    assert previewed == ["GetCallerIdentity", "GetCallerIdentity"]      # one read-only call per preview
+    assert run["failed"] and run["changed"] is False and run["state"] == "Aborted", run
+    assert refused in run["msg"]
+    # One refused call, no retry, no compensation (it made nothing), every other aws offer blocked with it.
+    assert [c["action"] for c in moto_ec2.calls(account=akid)][len(previewed):] == ["DescribeInstanceTypeOfferings"]
+    assert not [e for e in run["events"] if e["event"] == "retry" or "Compensating" in (e["to"] or "")]

@@ -333,7 +333,7 @@ def test_a_crash_at_any_commit_point_resumes_to_one_vm(tmp_path, scenario):
 
 # --- fatal errors after create -------------------------------------------------------------
 
-def test_credentials_error_while_booting_compensates_then_aborts(tmp_path):
+def test_credentials_error_while_booting_compensates_blocks_the_cloud_then_aborts(tmp_path):
     p = two_zone_cloud()
     rule = p.fail("observe", err(ErrorKind.CREDENTIALS, "token expired"),
                   where=lambda loc: bool(p.live("vm1", loc)))
@@ -346,10 +346,10 @@ def test_credentials_error_while_booting_compensates_then_aborts(tmp_path):
     assert out.state["reason"] == "token expired"
     assert out.state["targets"] == []
     iid = p.created[0]
-    assert p.ops("delete") == [(str(LOC_A1), (iid,))]
+    assert p.ops("delete") == [(str(LOC_A1), (iid,))]     # an instance was made: compensated
     assert p.ops("cleanup") == [(str(LOC_A1),)]
-    assert iid in p.gone and p.calls["create"] == 1   # a fatal error never tries offer 2
-    assert w.transitions()[-1] == ("Compensating/CleaningUp", "Aborted")
+    assert iid in p.gone and p.calls["create"] == 1   # the cloud is blocked: offer 2 is never tried
+    assert w.transitions()[-2:] == [("Compensating/CleaningUp", "NextOffer"), ("NextOffer", "Aborted")]
     assert "Booting" in w.path()
     w.assert_clean()
 
@@ -369,7 +369,7 @@ def test_invalid_request_from_a_create_that_made_something_compensates_then_abor
     w.assert_clean()
 
 
-def test_credentials_from_prepare_aborts_and_cleans_the_location(tmp_path):
+def test_credentials_from_the_first_prepare_leave_the_cloud_at_once_without_compensating(tmp_path):
     p = two_zone_cloud()
     p.fail("prepare", err(ErrorKind.CREDENTIALS, "key revoked"))
     w = World(tmp_path, [p])
@@ -377,8 +377,68 @@ def test_credentials_from_prepare_aborts_and_cleans_the_location(tmp_path):
     out = w.launch()
 
     assert out.state["kind"] == "Aborted" and out.state["reason"] == "key revoked"
-    assert p.calls["create"] == 0 and p.ops("cleanup") == [(str(LOC_A1),)]
+    # One prepare, refused: nothing was made, so nothing is compensated, and nothing is retried.
+    assert p.calls == {"plan": 1, "prepare": 1}
+    assert w.path() == ["Reconciling", "Planning", "Preparing", "Aborted"]
+    assert not [e for e in w.events() if e["event"] == "retry"]
+    assert out.state["search"]["history"][-1]["error"]["block"] == BlockScope.CLOUD
     w.assert_clean()
+
+
+def test_credentials_from_prepare_go_on_to_the_next_cloud(tmp_path):
+    pa, pb = two_zone_cloud(), ScriptedProvider(B, [offer(B, "r1")])
+    pa.fail("prepare", err(ErrorKind.CREDENTIALS, "key revoked"))
+    w = World(tmp_path, [pa, pb], clouds=[A, B])
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and out.state["vm"]["location"]["cloud"] == B
+    assert pa.calls == {"plan": 1, "prepare": 1}      # fakea's second offer is blocked with it
+    assert "Compensating/Requesting" not in w.path()
+    assert history_outcomes(out.state)[0] == ("fakea:r1:gpu.1x:r1-a", "Credentials")
+
+
+def test_credentials_from_a_retried_prepare_compensate_what_the_first_may_have_made(tmp_path):
+    p = two_zone_cloud()
+    p.fail("prepare", err(ErrorKind.TRANSIENT, "lost answer"), after=True)   # made its side resource
+    p.fail("prepare", err(ErrorKind.CREDENTIALS, "key revoked"))
+    w = World(tmp_path, [p])
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted" and out.state["reason"] == "key revoked"
+    assert p.calls["prepare"] == 2 and p.ops("cleanup") == [(str(LOC_A1),)]
+    assert p.calls["create"] == 0
+    w.assert_clean()
+
+
+def test_credentials_refused_before_the_create_call_compensate_only_side_resources(tmp_path):
+    p = two_zone_cloud()
+    p.fail("observe", err(ErrorKind.CREDENTIALS, "token expired"))   # Creating's observe, before create
+    w = World(tmp_path, [p])
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted" and out.state["reason"] == "token expired"
+    assert p.calls["create"] == 0
+    assert p.ops("cleanup") == [(str(LOC_A1),)]    # prepare's side resource is removed
+    assert "Leaked" not in w.path()                 # no create call: nothing can bill
+    w.assert_clean()
+
+
+def test_credentials_refused_after_the_create_call_are_compensated_and_never_leak_silently(tmp_path):
+    p = two_zone_cloud()
+    p.fail("create", err(ErrorKind.CREDENTIALS, "token expired"), after=True)   # made, then refused
+    p.fail("observe", err(ErrorKind.CREDENTIALS, "token expired"),
+           where=lambda loc: bool(p.live("vm1", loc)), times=None)
+    w = World(tmp_path, [p])
+
+    out = w.launch()
+
+    # The cloud refuses every look: the run says where something may bill, for the next run to resolve.
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [], "created": True}]
+    assert live_ids(p) == [p.created[0]] and p.calls["create"] == 1
 
 
 # --- failed teardown: Leaked, and how it is resolved ---------------------------------------
@@ -932,6 +992,65 @@ def test_every_cloud_invalid_request_aborts_naming_the_reasons(tmp_path):
     assert sum(pa.calls.values()) + sum(pb.calls.values()) == 2
     assert w.path() == ["Reconciling", "Planning", "Aborted"]
     assert [e["note"] for e in w.events() if e["event"] == "transition"][-1] == "no cloud can plan this request"
+
+
+def test_a_cloud_without_credentials_is_left_before_planning_and_the_next_cloud_tried(tmp_path):
+    no_key = err(ErrorKind.CREDENTIALS, "fakea: no credentials: set cloud_options.fakea.api_key", BlockScope.CLOUD)
+    pa, pb = two_zone_cloud(), ScriptedProvider(B, [offer(B, "r1")])
+    pa.fail("check_credentials", no_key, times=None)
+    w = World(tmp_path, [pa, pb], clouds=[A, B])
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and out.state["vm"]["location"]["cloud"] == B
+    assert pa.checks["check_credentials"] == 1 and not pa.calls    # never planned nor called
+    assert out.state["search"]["history"][0] == {"offer": A, "outcome": "skipped", "error": no_key.to_dict()}
+    assert not [e for e in w.events() if e["event"] == "retry"]
+    assert w.path() == ["Reconciling", "Planning", "Preparing", "Creating", "Booting", "Connecting", "Ready"]
+
+
+def test_no_cloud_with_credentials_aborts_at_once_naming_each(tmp_path):
+    pa, pb = two_zone_cloud(), ScriptedProvider(B, [offer(B, "r1")])
+    pa.fail("check_credentials", err(ErrorKind.CREDENTIALS, "fakea: no credentials"), times=None)
+    pb.fail("check_credentials", err(ErrorKind.CREDENTIALS, "fakeb: no credentials"), times=None)
+    w = World(tmp_path, [pa, pb], clouds=[A, B], retry_until_up=True)
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted"
+    assert out.state["reason"] == "fakea: no credentials; fakeb: no credentials"
+    assert not pa.calls and not pb.calls
+    assert w.path() == ["Reconciling", "Planning", "Aborted"]     # three events, no retry, no second round
+    assert [e["event"] for e in w.events()] == ["begin", "transition", "transition"]
+
+
+def test_the_recreate_plan_checks_credentials_first(tmp_path):
+    pa = two_zone_cloud()
+    w = World(tmp_path, [pa])
+    iid = w.launch().state["vm"]["instance_id"]
+    pb = ScriptedProvider(B, [offer(B, "r1")])
+    pb.fail("check_credentials", err(ErrorKind.CREDENTIALS, "fakeb: no credentials"), times=None)
+    w2 = World(tmp_path, [pa, pb], clouds=[B], recreate=True)
+
+    out = w2.launch()
+
+    assert out.state["kind"] == "Aborted" and "fakeb: no credentials" in out.state["reason"]
+    assert out.state["vm"]["instance_id"] == iid and live_ids(pa) == [iid]   # the VM is kept
+    assert not pb.calls
+
+
+def test_credentials_refused_while_reconciling_fail_closed_at_once(tmp_path):
+    p = two_zone_cloud()
+    w = World(tmp_path, [p])
+    iid = w.launch().state["vm"]["instance_id"]
+    p.fail("observe", err(ErrorKind.CREDENTIALS, "token expired"), times=None)
+    observed = p.calls["observe"]
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Aborted" and "cannot reconcile" in out.state["reason"]
+    assert p.calls["observe"] == observed + 1            # asked once: no retry
+    assert out.state["vm"]["instance_id"] == iid and live_ids(p) == [iid]
 
 
 def test_one_cloud_invalid_request_and_another_with_offers_proceeds(tmp_path):

@@ -235,9 +235,10 @@ class Credentials:
 
 
 def declared_credentials(cloud: str) -> Optional[Credentials]:
-    """The credentials ``cloud`` declares (None: it needs none, as the local cloud). The
-    declarations are made as ``providers/cloud_options/*`` are imported (the registry imports
-    every one)."""
+    """The credentials ``cloud`` declares (None: it needs none, as the local cloud)."""
+    # The declarations are made as providers/cloud_options/* are imported; the registry imports every one
+    # (it imports this module first: hence here, not at the top).
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry  # noqa: F401
     return _DECLARED.get(cloud)
 
 

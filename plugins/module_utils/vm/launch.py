@@ -48,6 +48,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import plan_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.offer_blocks import (
     is_blocked, make_block, next_cursor, search_size,
 )
@@ -185,6 +186,11 @@ class LaunchMachine(Machine):
         self._cx = None
         self._tables_on = None
         self._plan: Tuple[Optional[str], List[Dict[str, Any]]] = (None, [])   # the last plan read or made
+        # The attempts (_attempt_key) whose prepare or create this process has called, or that it found
+        # journalled on resume (an earlier process may have made something there): a Credentials error
+        # elsewhere made nothing to compensate.
+        self._touched: set = set()
+        self._stepped = False
 
     # -- Machine interface -----------------------------------------------------------
     def is_terminal(self, state: Dict[str, Any]) -> bool:
@@ -247,6 +253,10 @@ class LaunchMachine(Machine):
 
     def step(self, state: Dict[str, Any], cx):
         self._cx = cx
+        if not self._stepped:
+            self._stepped = True
+            if state["kind"] in ATTEMPT and state.get("search"):
+                self._touched.add(self._attempt_key(state))   # resumed: made by the run that journalled it?
         if self._tables_on is not cx.journal:
             cx.journal.ensure_tables(SEARCH_TABLES)
             self._tables_on = cx.journal
@@ -297,10 +307,27 @@ class LaunchMachine(Machine):
     def _provider_for(self, offer: Dict[str, Any]):
         return self.ctx.provider(offer["cloud"])
 
-    def _handle(self, state: Dict[str, Any], exc: ProviderError, created: bool):
-        """Map a classified failure of an attempt state to the core's action."""
+    @staticmethod
+    def _attempt_key(state: Dict[str, Any]) -> Tuple[str, str, int]:
+        search = state["search"]
+        return (state["kind"], search.get("plan") or Offer.from_dict(_offer(state)).offer_id, search["cursor"])
+
+    def _handle(self, state: Dict[str, Any], exc: ProviderError, created: bool, made_nothing: bool = False,
+                instance_possible: bool = True):
+        """Map a classified failure of an attempt state to the core's action. ``made_nothing``: no call
+        that makes anything was made for this attempt before the failing one; ``instance_possible``: a
+        create call may have been made (or an instance of ours was seen) here."""
         if exc.kind == ErrorKind.TRANSIENT:
             return Retry(str(exc), after=exc.retry_after)
+        if exc.kind == ErrorKind.CREDENTIALS:
+            # Never retried: the cloud refuses these credentials, so all of it is left for this search and
+            # the search goes on; what may exist here is still compensated (a refused teardown is Leaked).
+            error = dict(exc.to_dict(), block=BlockScope.CLOUD)
+            if made_nothing:
+                return self._leave_offer(state, error, str(exc))
+            where = Offer.from_dict(_offer(state)).location.to_dict()
+            targets = None if instance_possible else [td.target(where, [], created=False)]
+            return Next(self._compensate(state, "NextOffer", error, targets=targets), str(exc))
         if exc.fatal:
             return Next(self._compensate(state, "Aborted", exc.to_dict()), str(exc))
         if exc.kind == ErrorKind.UNAVAILABLE and not created:
@@ -327,8 +354,14 @@ class LaunchMachine(Machine):
                 # Usually the VM is still there at its endpoint: log in while the cloud answers
                 # (Connecting takes the outcome when the endpoint it observes is the same).
                 begin_login(SshEndpoint.from_dict(vm["ssh"]), vm["host_key_alias"])
-            found = [o for o in self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
-                     if o.owned_by(self.ctx.journal_id)]
+            try:
+                observed = self.ctx.provider(location.cloud).observe(location, self.ctx.settings.vm_name)
+            except ProviderError as exc:
+                if not exc.fatal:
+                    raise   # retried within the budget, then Aborted (on_retries_exhausted)
+                # Missing or refused credentials: no retry can tell what became of the VM; fail closed now.
+                return Next(self.on_retries_exhausted(state, str(exc)), str(exc))
+            found = [o for o in observed if o.owned_by(self.ctx.journal_id)]
             mine = [o for o in found if o.instance_id == vm["instance_id"]]
             differs = request_mismatch(vm, self.ctx.settings)
             if differs and mine and self.ctx.settings.recreate:
@@ -400,15 +433,17 @@ class LaunchMachine(Machine):
         settings = self.ctx.settings
         outcome = PlanOutcome()
         planned: List[Offer] = []
-        for cloud in settings.clouds:
-            try:
-                planned.extend(self.ctx.provider(cloud).plan(settings.request))
-            except ProviderError as exc:
-                if exc.kind == ErrorKind.TRANSIENT:
-                    outcome.transient.append((cloud, exc))
-                else:
-                    outcome.errors.append(exc)
-                outcome.history.append({"offer": cloud, "outcome": "skipped", "error": exc.to_dict()})
+        # A cloud without credentials is left before any call (check_credentials), never retried.
+        for cloud_plan in plan_clouds(settings.clouds, self.ctx.provider, settings.request):
+            planned.extend(cloud_plan.offers)
+            exc = cloud_plan.error
+            if exc is None:
+                continue
+            if exc.kind == ErrorKind.TRANSIENT:
+                outcome.transient.append((cloud_plan.cloud, exc))
+            else:
+                outcome.errors.append(exc)
+            outcome.history.append({"offer": cloud_plan.cloud, "outcome": "skipped", "error": exc.to_dict()})
         outcome.chosen, skipped = choose_offers(planned, settings.prefer, settings.max_price_per_hour)
         outcome.history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
                                 "error": _error(ErrorKind.UNAVAILABLE, reason)} for offer, reason in skipped)
@@ -418,11 +453,14 @@ class LaunchMachine(Machine):
         offer = _offer(state)
         if is_blocked(offer, state["search"]["blocked"]):
             return Next(self._next_offer(state, None), "offer blocked by an earlier failure")
+        key = self._attempt_key(state)
+        made_nothing = key not in self._touched
+        self._touched.add(key)
         cx.fence()
         try:
             prepared = self._provider_for(offer).prepare(Offer.from_dict(offer), self.ctx.spec_for(offer["cloud"]))
         except ProviderError as exc:
-            return self._handle(state, exc, created=False)
+            return self._handle(state, exc, created=False, made_nothing=made_nothing, instance_possible=False)
         return Next({"kind": "Creating", "search": state["search"], "prepared": prepared}, "prepared")
 
     def _step_Creating(self, state: Dict[str, Any], cx):
@@ -430,9 +468,12 @@ class LaunchMachine(Machine):
         provider = self._provider_for(offer)
         location = Offer.from_dict(offer).location
         name = self.ctx.settings.vm_name
+        key = self._attempt_key(state)
         try:
             # Observe first: a create whose commit was lost left an instance with our identity.
             found = provider.observe(location, name)
+            if found:
+                self._touched.add(key)
             foreign = [o for o in found if not o.owned_by(self.ctx.journal_id)]
             if foreign:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "%s exists on %s (%s), made by another controller "
@@ -448,11 +489,12 @@ class LaunchMachine(Machine):
             if broken:
                 cx.fence()
                 provider.delete(location, name, broken)
+            self._touched.add(key)
             cx.fence()
             instance_id = provider.create(Offer.from_dict(offer), state["prepared"], self.ctx.spec_for(offer["cloud"]))
         except ProviderError as exc:
             # Even an Unavailable create compensates: prepare may have made side resources here.
-            return self._handle(state, exc, created=True)
+            return self._handle(state, exc, created=True, instance_possible=key in self._touched)
         return Next(self._booting(state, instance_id, adopted=False), "created %s" % instance_id)
 
     @staticmethod
@@ -598,6 +640,12 @@ class LaunchMachine(Machine):
                 search, history=search["history"] + [left["history"]],
                 blocked=search["blocked"] + ([block] if block else []))
             tried = [h for h in full["history"] if h.get("error")]
+            refused = self._refused_everywhere(full["history"])
+            if refused:
+                # No cloud of the search can ever take this request as it stands (missing credentials, a
+                # request it refuses): say why, once per cloud; no later round could do better.
+                return Next({"kind": "Aborted", "reason": refused, "targets": [], "search": full},
+                            "; ".join(filter(None, (why, "no offer left"))), rows=[_clear_search_rows(cx.key)])
             return Next(self._exhausted(full, "every offer failed or was blocked (%d tried)" % len(tried)),
                         "; ".join(filter(None, (why, "no offer left"))), rows=[_clear_search_rows(cx.key)])
         rows.append(("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, ?, ?)",
@@ -606,6 +654,19 @@ class LaunchMachine(Machine):
                    "blocked": blocked, "round": search.get("round", 0)}
         trying = "trying %s" % Offer.from_dict(offers[following]).offer_id
         return Next({"kind": "Preparing", "search": compact}, "; ".join(filter(None, (why, trying))), rows=rows)
+
+    def _refused_everywhere(self, history: List[Dict[str, Any]]) -> str:
+        """The reasons, one per cloud, when every cloud of the search failed with a fatal error
+        (Credentials, InvalidRequest); '' when some cloud failed otherwise (it may do better later)."""
+        reasons: Dict[str, str] = {}
+        for row in history:
+            error = row.get("error") or {}
+            if error.get("kind") in ErrorKind.FATAL:
+                reasons.setdefault(row["offer"].split(":", 1)[0], error["msg"])
+        clouds = self.ctx.settings.clouds
+        if not clouds or any(cloud not in reasons for cloud in clouds):
+            return ""
+        return "; ".join(dict.fromkeys(reasons[cloud] for cloud in clouds))
 
     def _step_Exhausted(self, state: Dict[str, Any], cx):
         wait = self.ctx.settings.exhausted_wait

@@ -32,7 +32,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import (
-    diff as vm_diff, launch, projection, ssh, sweep, teardown,
+    diff as vm_diff, launch, planning, projection, ssh, sweep, teardown,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
@@ -364,13 +364,18 @@ class VmService:
         return False
 
     def _preview_search(self, ctx: VmContext):
-        """The search Planning would make (offer rows, in the order tried) and what it would skip, read-only."""
+        """The search Planning would make (offer rows, in the order tried) and what it would skip, read-only:
+        planned as the launch plans (vm/planning.py), and a cloud whose credentials are missing or refused
+        (asked once, read-only, where its plan makes no call) skipped with that reason, as the launch would."""
         planned, skipped = [], []
-        for cloud in ctx.settings.clouds:
-            try:
-                planned.extend(ctx.provider(cloud).plan(ctx.settings.request))
-            except ProviderError as exc:
-                skipped.append("%s (skipped): %s" % (cloud, exc.msg))
+        for cloud_plan in planning.plan_clouds(ctx.settings.clouds, ctx.provider, ctx.settings.request,
+                                               preview=True):
+            if cloud_plan.error is not None:
+                exc = cloud_plan.error
+                skipped.append(exc.msg if exc.msg.startswith(cloud_plan.cloud + ":")
+                               else "%s (skipped): %s" % (cloud_plan.cloud, exc.msg))
+            if not cloud_plan.refused:
+                planned.extend(cloud_plan.offers)
         chosen, passed_over = request_params.choose_offers(
             planned, ctx.settings.prefer, ctx.settings.max_price_per_hour)
         skipped.extend("%s (unavailable): %s" % (offer.offer_id, why) for offer, why in passed_over)

@@ -82,7 +82,9 @@ class TeardownMachine(Machine):
         return RetryPolicy(max_attempts=self.ctx.settings.teardown_attempts, initial_backoff=2.0, max_backoff=30.0)
 
     def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
-        reason = "teardown failed in %s: %s" % (state["kind"], last_error)
+        return self._given_up(state, "teardown failed in %s: %s" % (state["kind"], last_error))
+
+    def _given_up(self, state: Dict[str, Any], reason: str) -> Dict[str, Any]:
         if not any(created_at(t) for t in state["targets"]):
             # Leaked means "something may bill": nothing was ever created here.
             return dict(state, kind="Done", reason="%s (no instance was ever requested at %s; side resources "
@@ -102,10 +104,11 @@ class TeardownMachine(Machine):
         try:
             return handler(state, cx)
         except ProviderError as exc:
-            if exc.fatal and any(created_at(t) for t in state["targets"]):
-                # Missing or refused credentials, a refused request: retrying cannot help, and
-                # the resources may still bill. Say so now, never a silent Done.
-                return Next(self._leaked(state, state["targets"], "teardown cannot proceed: %s" % exc), str(exc))
+            if exc.fatal:
+                # Missing or refused credentials, a refused request: retrying cannot help. Where the
+                # resources may still bill, say so now (Leaked), never a silent Done; where no instance was
+                # ever requested, stop at once, saying what may remain.
+                return Next(self._given_up(state, "teardown cannot proceed: %s" % exc), str(exc))
             # Anything else is retried within the budget; its exhaustion ends in Leaked.
             return Retry(str(exc), after=exc.retry_after)
 

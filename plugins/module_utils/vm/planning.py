@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Planning every cloud of a search, as the launch (vm/launch.py), check mode
+(vm/service.py) and the ``offers`` module (primitives.py) all do it, so that the three
+tell the same truth: build the cloud's adapter, check its credentials before anything
+else (``Provider.check_credentials``: local, no call), then plan.
+
+A launch leaves a cloud without credentials at once: it is not planned. A preview
+(``offers``, check mode) also asks the cloud once whether it accepts the credentials
+(``Provider.verify_credentials``, for a cloud whose plan makes no call), and still plans a
+cloud whose credentials are missing or refused, where its plan needs no call, so that it
+can show what would be tried: every offer unavailable, with that reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, List, Optional, Sequence
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    ErrorKind, Offer, Provider, ProviderError, ResourceRequest,
+)
+
+
+@dataclasses.dataclass
+class CloudPlan:
+    """One cloud's part of a search: its offers (marked unavailable when its credentials are
+    missing or refused), and the error that left it out or made them so, with where it came
+    from (``load``: building the adapter; ``credentials``; ``plan``)."""
+
+    cloud: str
+    offers: List[Offer]
+    error: Optional[ProviderError] = None
+    primitive: Optional[str] = None
+
+    @property
+    def refused(self) -> bool:
+        """Its credentials are missing or refused: nothing of this cloud can be tried."""
+        return self.primitive == "credentials"
+
+
+def _credentials_problem(provider: Provider, verify: bool) -> Optional[ProviderError]:
+    """The Credentials error that rules the cloud out, or None. A verification that cannot tell
+    (the cloud does not answer) rules nothing out: the launch's own calls will tell."""
+    try:
+        provider.check_credentials()
+    except ProviderError as exc:
+        return exc
+    if verify:
+        try:
+            provider.verify_credentials()
+        except ProviderError as exc:
+            if exc.kind == ErrorKind.CREDENTIALS:
+                return exc
+    return None
+
+
+def plan_clouds(clouds: Sequence[str], provider_of: Callable[[str], Provider], request: ResourceRequest,
+                preview: bool = False) -> List[CloudPlan]:
+    """Each cloud of ``clouds``, in order, planned for ``request`` (see the module's doc)."""
+    out: List[CloudPlan] = []
+    for cloud in clouds:
+        try:
+            provider = provider_of(cloud)
+        except ProviderError as exc:
+            out.append(CloudPlan(cloud, [], exc, "load"))
+            continue
+        problem = _credentials_problem(provider, verify=preview)
+        if problem is not None and not preview:
+            out.append(CloudPlan(cloud, [], problem, "credentials"))
+            continue
+        try:
+            offers = provider.plan(request)
+        except ProviderError as exc:
+            out.append(CloudPlan(cloud, [], problem or exc, "credentials" if problem else "plan"))
+            continue
+        if problem is not None:
+            offers = [dataclasses.replace(o, available=False, unavailable_reason=problem.msg) for o in offers]
+        out.append(CloudPlan(cloud, offers, problem, "credentials" if problem else None))
+    return out

@@ -406,7 +406,8 @@ def test_options_are_typed_and_the_key_comes_from_the_environment(fake, monkeypa
     assert keyless.capabilities().kubernetes is False     # building needs no key; calling does
     with pytest.raises(ProviderError) as info:
         keyless.plan(ResourceRequest(vm_name="u1", gpu="H100"))
-    assert info.value.kind == ErrorKind.CREDENTIALS and info.value.msg.startswith("api_key: empty")
+    assert info.value.kind == ErrorKind.CREDENTIALS
+    assert info.value.msg == "primeintellect: no credentials: set cloud_options.primeintellect.api_key (or PRIME_API_KEY)"
 
 
 # -- the fake refuses what Prime refuses -------------------------------------------------------

@@ -8,6 +8,8 @@ Nemeses (``op.nemesis["mode"]``):
               to its foreground group (ansible-playbook is the group's leader), then let go
   kill_time   SIGKILL of the process group after_s seconds after the start
   int_time    SIGINT of the process group after_s seconds after the start
+  gate        held at a crash point until another run of the round (gate_op) is held at its own point or has
+              ended: a race between two runs made to happen in a chosen order, whatever their start-up times
 """
 
 from __future__ import annotations
@@ -116,12 +118,14 @@ def run(world: World, op: Op, timeout_s: float = OP_TIMEOUT_S) -> Op:
     env = dict(controller.env)
     mode = op.nemesis.get("mode")
     points = world.work / "points" / ("op%04d" % op.id)
-    if mode in ("slow", "kill_point", "int_point"):
+    points.mkdir(parents=True, exist_ok=True)
+    gate = world.work / "points" / ("op%04d" % op.nemesis["gate_op"]) if mode == "gate" else None
+    if mode in ("slow", "kill_point", "int_point", "gate"):
         action = "KILL" if mode == "kill_point" else "PAUSE"
         env.update(harness.crash_env(op.nemesis["point"], points, env, action=action))
         if mode == "slow":
             env["CRASHPOINT_PAUSE_S"] = "%.2f" % op.nemesis["pause_s"]
-        elif mode == "int_point":
+        elif mode in ("int_point", "gate"):
             env["CRASHPOINT_PAUSE_S"] = "60"
     logs = world.work / "logs"
     logs.mkdir(exist_ok=True)
@@ -160,6 +164,9 @@ def run(world: World, op: Op, timeout_s: float = OP_TIMEOUT_S) -> Op:
                 time.monotonic() - interrupted_at > 0.2:
             (points / "resume").write_text("")   # let the held run go on: it sees the interrupt
             resumed = True
+        if gate is not None and not resumed and ((gate / "paused.json").exists() or (gate / "done").exists()):
+            (points / "resume").write_text("")   # the other run is where it should be: go
+            resumed = True
         if op.signal == "INT" and interrupted_at is not None and time.monotonic() - interrupted_at > INT_GRACE_S:
             _signal_group(pgid, signal.SIGKILL)
             op.timed_out = True
@@ -175,8 +182,8 @@ def run(world: World, op: Op, timeout_s: float = OP_TIMEOUT_S) -> Op:
         # Whatever of the run's group outlived its leader (a worker, an ssh multiplexer): the soak started it.
         _signal_group(pgid, signal.SIGKILL)
     reader.join(timeout=10)
-    if mode == "slow" and (points / "paused.json").exists():
-        op.signal_at = None
+    (points / "done").write_text("")
+    if mode in ("slow", "gate") and (points / "paused.json").exists():
         op.nemesis = dict(op.nemesis, held=True)
     _parse(op, lines)
     return op

@@ -285,7 +285,8 @@ def check_c(history: History, snap: Snapshot) -> List[Violation]:
         live = [i for i in snap.of(op.journal, op.name) if i.live]
         if reported not in [i.id for i in live]:
             since = [o for o in history.of(op.journal, op.name) if o is not op and _end(o, snap.at) > op.start]
-            suspects = [o for o in history.ops if o.kind == SWEEP_DELETE and _end(o, snap.at) > op.start]
+            suspects = [o for o in history.ops if o.kind == SWEEP_DELETE and o.journal == op.journal
+                        and _end(o, snap.at) > op.start]
             others = [o for o in history.ops if o.name == op.name and o.journal != op.journal
                       and o.kind in REMOVERS and _end(o, snap.at) > op.start]
             out.append(Violation("c", op.journal, op.name, "%s reported %s %s and nothing of that name on its "
@@ -297,7 +298,7 @@ def check_c(history: History, snap: Snapshot) -> List[Violation]:
                                      else "",
                                      "; on another journal: %s" % ", ".join(o.label() for o in others) if others
                                      else ""),
-                                 [op.id] + [o.id for o in since + suspects + others], subject="op #%d" % op.id))
+                                 [op.id] + [o.id for o in since + suspects + others], subject="gone %s" % reported))
             continue
         if op.kind in (PROVISION, RECREATE):
             key = (op.journal, op.name)
@@ -306,10 +307,9 @@ def check_c(history: History, snap: Snapshot) -> List[Violation]:
     for (journal, name), op in sorted(latest.items()):
         reached = snap.reach.get("%s/%s" % (op.controller, name))
         if reached is not None and not reached[0]:
-            out.append(Violation("c", journal, name, "%s reported %s Ready and it is live, but `ssh -F <%s's state>/"
-                                 "ssh_config %s true` fails: %s" % (op.label(), op.ready_id, op.controller, name,
-                                                                     reached[1]), [op.id],
-                                 subject="ssh op #%d" % op.id))
+            detail = "%s reported %s Ready and it is live, but `ssh -F <%s's state>/ssh_config %s true` fails: %s" % (
+                op.label(), op.ready_id, op.controller, name, reached[1])
+            out.append(Violation("c", journal, name, detail, [op.id], subject="ssh %s" % op.ready_id))
     return out
 
 

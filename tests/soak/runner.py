@@ -50,20 +50,22 @@ HELD = ("slow", "slow", "slow", "kill_point", "int_point")
 # Races on one name and journal, each a known hard case. Per run: the points it may be held at (to widen the
 # window the others run in: a sweep between its check and its delete, a provision between its plan and its
 # create), what is done there (HELD: mostly a hold of `pause` seconds, sometimes a kill or a Ctrl-C), and when it
-# starts (`offset`, seconds into the round). Runs marked sync- go first, alone: they set the scene.
+# starts (`offset`, seconds into the round). Runs marked sync- go first, alone: they set the scene. A `gate` run
+# (the index of another run in the race, -1: the one before it) is held at its point until that run is held at its
+# own (or has ended): the order the race needs, whatever the runs' start-up times.
 FOCUS = {
     # An orphan, a sweep held between its ownership check and its delete, and a provision that starts inside
     # that window and adopts the orphan (the sweep must hold the name: the provision waits or fails, or the
     # sweep skips; never a Ready VM deleted under it).
     "adopt-vs-sweep": [(SYNC_DOWN, {}), (PLANT, {}),
                        (SWEEP_DELETE, {"points": ("before delete #1", "after observe #1"), "modes": ("slow",),
-                                       "pause": (2.0, 4.0), "offset": (0.0, 0.2)}),
-                       (PROVISION, {"offset": (0.3, 1.2)})],
+                                       "pause": (2.0, 4.0)}),
+                       (PROVISION, {"gate": -1, "points": ("before commit begin Reconciling #1",)})],
     # The same with gpuprov.cloud.instance adopting (or making) the instance.
     "instance-vs-sweep": [(SYNC_ABSENT, {}), (PLANT, {}),
                           (SWEEP_DELETE, {"points": ("before delete #1", "after observe #1"), "modes": ("slow",),
-                                          "pause": (2.0, 4.0), "offset": (0.0, 0.2)}),
-                          (INSTANCE_PRESENT, {"offset": (0.3, 1.2)})],
+                                          "pause": (2.0, 4.0)}),
+                          (INSTANCE_PRESENT, {"gate": -1, "points": ("before plan #1",)})],
     "down-vs-provision": [(PROVISION, {"points": operations.LAUNCH_POINTS}), (DOWN, {"offset": (0.0, 1.5)})],
     # The other journal's down and sweep of a name this journal holds: they must leave it alone.
     "other-journal-down": [(PROVISION, {}), (DOWN, {"other": True, "offset": (0.5, 2.0)}),
@@ -93,16 +95,23 @@ class Planned:
     nemesis: Dict
 
 
-def _focus(rng: random.Random, names: Dict[str, str], instance_names: Dict[str, str]) -> List[Planned]:
-    """One race of FOCUS on one name and journal, drawn from ``rng``."""
+def _focus(rng: random.Random, round_: int, names: Dict[str, str], instance_names: Dict[str, str]) -> List[Planned]:
+    """One race of FOCUS on one name and journal, drawn from ``rng``. Half the adopt-vs-sweep races are on a
+    fresh name (``<prefix>-f<round>``, local): one no journal has a row for, where the sweep has no row's lease
+    to hold."""
     race = rng.choice(sorted(FOCUS))
     journal = rng.choice([SHARED, OWN])
     mine = [c for c, j in sorted(JOURNAL_OF.items()) if j == journal]
     other = [c for c, j in sorted(JOURNAL_OF.items()) if j != journal]
     every = {**names, **instance_names}
     name = rng.choice(sorted(instance_names) if race == "instance-vs-sweep" else sorted(names))
+    steps = FOCUS[race]
+    if race == "adopt-vs-sweep" and rng.random() < 0.5:
+        name = "%s-f%d" % (sorted(names)[0].rsplit("-", 1)[0], round_)
+        every[name] = "local"
+        steps = [s for s in steps if s[0] != SYNC_DOWN]
     planned = []
-    for index, (kind, spec) in enumerate(FOCUS[race]):
+    for index, (kind, spec) in enumerate(steps):
         controller = rng.choice(other if spec.get("other") else mine)
         if race == "two-controllers":
             controller = mine[index % len(mine)]
@@ -115,7 +124,9 @@ def _focus(rng: random.Random, names: Dict[str, str], instance_names: Dict[str, 
             planned.append(Planned(real, controller, name, None if real == DOWN else every[name], 0.0,
                                    dict(nemesis, sync=True)))
             continue
-        if spec.get("points"):
+        if spec.get("gate"):
+            nemesis.update(mode="gate", point=rng.choice(spec["points"]), gate_index=len(planned) + spec["gate"])
+        elif spec.get("points"):
             mode = rng.choice(spec.get("modes") or HELD)
             nemesis.update(mode=mode, point=rng.choice(spec["points"]))
             if mode == "slow":
@@ -133,7 +144,7 @@ def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict
     rng = random.Random("%s/%d" % (seed, round_))
     vm_names, inst_names = sorted(names), sorted(instance_names)
     if rng.random() < focus:
-        return _focus(rng, names, instance_names)
+        return _focus(rng, round_, names, instance_names)
     planned = []
     if rng.random() < PLANT_CHANCE:
         name = rng.choice(vm_names + inst_names)
@@ -256,8 +267,11 @@ class Soak:
         """Run a round: plants and "sync" runs first, one at a time, in order; then the others together, each
         started at its offset."""
         ops = [self.history.new_op(round=round_, kind=p.kind, controller=p.controller, journal=JOURNAL_OF[p.controller],
-                                   name=p.name, cloud=p.cloud, phase=phase, offset_s=p.offset_s, nemesis=p.nemesis)
+                                   name=p.name, cloud=p.cloud, phase=phase, offset_s=p.offset_s, nemesis=dict(p.nemesis))
                for p in planned]
+        for op in ops:
+            if "gate_index" in op.nemesis:
+                op.nemesis["gate_op"] = ops[op.nemesis.pop("gate_index")].id
         together = []
         for op in ops:
             if op.kind == PLANT:
@@ -387,6 +401,9 @@ class Soak:
             while (not self.rounds or done < self.rounds) and time.monotonic() - started < self.budget_s:
                 done += 1
                 planned = schedule(self.seed, done, names, instance_names, self.concurrency, self.focus)
+                for p in planned:    # a race's fresh name: the world watches it from now on (and settles it)
+                    if p.name and p.name not in world.names and p.name not in world.instance_names:
+                        world.names[p.name] = p.cloud or "local"
                 ops = self._run_ops(world, done, planned)
                 self.log("round %d (%.0f s): %s" % (done, time.monotonic() - started, "; ".join(
                     "%s %s" % (o.label(), o.outcome()) for o in ops)))

@@ -13,7 +13,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.plugin_utils.machine_credential import machine_credential_key
 
@@ -28,8 +30,12 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=HEALTH_ARGUMENT_SPEC)
-        del validation
+        validation, params = self.validate_argument_spec(argument_spec=validation_spec(HEALTH_ARGUMENT_SPEC))
+        # The no_log values and a journal DSN's password: hidden in every progress line and the result.
+        hidden = Hidden(params, validation._no_log_values)
+        return hidden.result(self._check(result, params, task_vars, hidden))
+
+    def _check(self, result, params, task_vars, hidden):
         try:
             from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
@@ -39,7 +45,7 @@ class ActionModule(ActionBase):
         result["changed"] = False
         try:
             # AWX's Machine credential: the key to log in with when neither ssh_key nor GPUPROV_SSH_KEY_FILE names one.
-            check = HealthCheck(params, progress=lambda line: display.display("gpuprov health %s" % line),
+            check = HealthCheck(params, progress=lambda line: display.display(hidden.text("gpuprov health %s" % line)),
                                 credential_key=machine_credential_key(task_vars, self._templar),
                                 check_mode=self._task.check_mode)
             result.update(check.run())
@@ -47,7 +53,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         except Exception as exc:  # pylint: disable=broad-except
-            display.vvv("gpuprov.cloud.health_info: %s" % traceback.format_exc())
+            display.vvv(hidden.text("gpuprov.cloud.health_info: %s" % traceback.format_exc()))
             result.update(failed=True, msg="gpuprov.cloud.health_info stopped on an unexpected %s: %s (-vvv shows "
                                            "the details); nothing was changed" % (type(exc).__name__, exc))
             return result

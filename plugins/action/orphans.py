@@ -13,7 +13,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()
 
@@ -30,15 +32,16 @@ class ActionModule(ActionBase):
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
         except ImportError as exc:
             raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller code: %s" % missing_import(exc))
-        validation, params = self.validate_argument_spec(argument_spec=sweep.ORPHANS_ARGUMENT_SPEC)
-        del validation
+        validation, params = self.validate_argument_spec(argument_spec=validation_spec(sweep.ORPHANS_ARGUMENT_SPEC))
+        # The no_log values and a journal DSN's password: hidden in every progress line and the result.
+        hidden = Hidden(params, validation._no_log_values)
         try:
             result.update(sweep.run_task(params, bool(self._task.check_mode),
-                                         progress=lambda line: display.display("gpuprov %s" % line)))
+                                         progress=lambda line: display.display(hidden.text("gpuprov %s" % line))))
         except Exception as exc:  # pylint: disable=broad-except
-            display.vvv("gpuprov.cloud.orphans: %s" % traceback.format_exc())
+            display.vvv(hidden.text("gpuprov.cloud.orphans: %s" % traceback.format_exc()))
             result.update(failed=True, changed=False,
                           msg="gpuprov.cloud.orphans stopped on an unexpected %s: %s (-vvv shows the details); "
                               "a removal it began is journalled and the next state=absent run resumes it"
                               % (type(exc).__name__, exc))
-        return result
+        return hidden.result(result)

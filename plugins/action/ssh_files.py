@@ -10,6 +10,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import (
     SSH_FILES_ARGUMENT_SPEC, SshFilesError, generate,
@@ -25,7 +26,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=SSH_FILES_ARGUMENT_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=validation_spec(SSH_FILES_ARGUMENT_SPEC))
         # The no_log values and a journal DSN's password: hidden in the result.
         hidden = Hidden(params, validation._no_log_values)
         try:

@@ -13,8 +13,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import reconcile_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import reconcile_clouds, validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import, missing_package
+from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
 
 # Imported with the plugin, not in run(): the strategy loads this plugin in ansible-playbook's own process
@@ -45,8 +46,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=VM_ARGUMENT_SPEC)
-        del validation
+        validation, params = self.validate_argument_spec(argument_spec=validation_spec(VM_ARGUMENT_SPEC))
+        # The no_log values and a journal DSN's password: hidden in every progress line and the result.
+        hidden = Hidden(params, validation._no_log_values)
         reconcile_clouds(params)
         if VmService is None:
             raise AnsibleActionFail("gpuprov.cloud.vm cannot load its controller code: %s"
@@ -61,15 +63,15 @@ class ActionModule(ActionBase):
         credential_key = (task_vars or {}).get("ansible_ssh_private_key_file")
         if credential_key:
             credential_key = self._templar.template(credential_key)
-        service = VmService(params, progress=lambda line: display.display("gpuprov %s" % line),
+        service = VmService(params, progress=lambda line: display.display(hidden.text("gpuprov %s" % line)),
                             credential_key=credential_key or None)
         try:
             result.update(service.run(check_mode=self._task.check_mode, diff=self._task.diff))
         except Exception as exc:  # pylint: disable=broad-except
             # Every committed state is resumable: say so instead of printing a traceback.
-            display.vvv("gpuprov.cloud.vm: %s" % traceback.format_exc())
+            display.vvv(hidden.text("gpuprov.cloud.vm: %s" % traceback.format_exc()))
             result.update(failed=True, changed=False,
                           msg="gpuprov.cloud.vm stopped on an unexpected %s: %s. Everything done so far is in "
                               "the journal; re-run the task to resume (-vvv shows the details)."
                               % (type(exc).__name__, exc))
-        return result
+        return hidden.result(result)

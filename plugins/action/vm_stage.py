@@ -11,6 +11,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()
@@ -24,7 +25,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=VM_STAGE_ARGUMENT_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=validation_spec(VM_STAGE_ARGUMENT_SPEC))
         # The no_log values and a journal DSN's password: hidden in every progress line and the result.
         hidden = Hidden(params, validation._no_log_values)
         return hidden.result(self._record(result, params, hidden))

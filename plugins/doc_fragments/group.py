@@ -12,21 +12,16 @@ class ModuleDocFragment:
     C(gpuprov.cloud.group.vm_settings) (uses them, as M(gpuprov.cloud.vm) does) or
     C(gpuprov.cloud.group.vm_settings_ignored) (accepts them and ignores them; a member's own
     documentation of an option wins over the variant's). C(gpuprov.cloud.group.cloud_ignored)
-    is for a member that calls no cloud.
+    is for a member that calls no cloud (its O(cloud_options) too: such a member does not take the
+    C(gpuprov.cloud.cloud_options) fragment).
     """
 
     DOCUMENTATION = r"""
 options: {}
 notes:
-  - This module is a member of the module_defaults group C(group/gpuprov.cloud.gpuprov) (M(gpuprov.cloud.vm),
-    M(gpuprov.cloud.offers), M(gpuprov.cloud.instance), M(gpuprov.cloud.instance_info),
-    M(gpuprov.cloud.journal_info), M(gpuprov.cloud.health_info), M(gpuprov.cloud.orphans),
-    M(gpuprov.cloud.vm_stage) and M(gpuprov.cloud.ssh_files)). Every member accepts the options the group
-    shares, O(clouds), O(cloud),
-    O(cloud_options), O(gpu), O(gpu_count), O(regions), O(spot), O(prefer), O(max_price_per_hour), O(journal),
-    O(journal_password), O(ssh_key), O(ssh_user),
-    O(boot_timeout), O(ssh_timeout), O(teardown_timeout) and O(lease_ttl), so any of them can be a group default;
-    a member that has no use for one ignores it, as its description says.
+  - A member of the module_defaults group C(group/gpuprov.cloud.gpuprov), the modules that take O(journal). It
+    accepts every option the group shares, so any can be a group default, and ignores those it has no use for,
+    as their descriptions say.
 """
 
     # The VM settings as the vm module uses them.
@@ -109,13 +104,20 @@ options:
     type: int
 """
 
-    # The cloud choice and the request, for a member that calls no cloud.
+    # The cloud choice, the clouds' options and the request, for a member that calls no cloud.
     CLOUD_IGNORED = r"""
 options:
   clouds:
     description: Shared by the module_defaults group; ignored by this module.
     type: list
     elements: str
+  cloud_options:
+    description:
+      - Shared by the module_defaults group; ignored by this module, which calls no cloud.
+      - It is checked all the same, as every member checks it (an unknown cloud or option fails, naming it). Each
+        cloud's options are on its page, C(docs/clouds/<cloud>.md) of the collection.
+    type: dict
+    default: {}
   cloud:
     description: Shared by the module_defaults group; ignored by this module.
     type: str

@@ -18,11 +18,8 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options: {}
 notes:
-  - Credentials come from O(cloud_options) when given there, else from the environment variables each option names,
-    else from each cloud's standard chain. V(aws) uses boto3's chain (the shared files C(~/.aws/credentials) and
-    C(~/.aws/config), SSO, then container and instance metadata). V(gcp) uses Application Default Credentials
-    (E(GOOGLE_APPLICATION_CREDENTIALS), C(gcloud auth application-default login), then the metadata server).
-    V(docker) uses the default socket. V(local) needs none.
+  - Credentials come from O(cloud_options), else from the environment variables or the files its cloud's page
+    names (C(docs/clouds/<cloud>.md)). V(local) needs none.
   - The state directory (for the V(local) cloud's instances and the collection's SSH key) is E(GPUPROV_HOME),
     else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
   - "A classified cloud error fails the task with C(msg) set to C(<kind>: <message>), the kind being one of

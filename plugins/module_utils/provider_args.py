@@ -8,10 +8,14 @@ concern, so a group default never breaks a member ("Unsupported parameters"):
 * ``CLOUD_CHOICE_SPEC``: ``clouds`` (a search order) and ``cloud`` (one cloud), reconciled
   by :func:`reconcile_clouds`: a search with no ``clouds`` searches ``[cloud]``, a
   one-cloud task with no ``cloud`` takes the first of ``clouds``;
-* ``CLOUD_OPTIONS_SPEC``: ``cloud_options``, keyed by cloud name, each cloud's suboptions
-  being its declared adapter options (providers/cloud_options/<cloud>.py). Ansible hides
-  exactly the credentials (the ``no_log`` suboptions) in logs, the task's ``invocation``
-  and results, and nothing else: regions, zones and counts stay readable;
+* ``CLOUD_OPTIONS_SPEC``: ``cloud_options``, a dict keyed by cloud name, as the modules
+  declare and document it (each cloud's options are documented once, on its own page:
+  docs/clouds/<cloud>.md). :func:`validation_spec` is what a task is validated against: the
+  same spec with each cloud's declared adapter options (providers/cloud_options/<cloud>.py)
+  as the suboptions of ``cloud_options``, so Ansible's validator refuses an unknown cloud or
+  option and a wrong value, naming it, and hides exactly the credentials (the ``no_log``
+  suboptions) in logs, the task's ``invocation`` and results, and nothing else: regions,
+  zones and counts stay readable;
 * ``REQUEST_SPEC``: what is asked for (``gpu``, ``gpu_count``, ``regions``, ``spot``);
 * ``VM_SETTINGS_SPEC``: where the controller keeps its state and how it reaches a VM
   (``journal``, ``ssh_key``, ``ssh_user``, ``boot_timeout``, ``ssh_timeout``,
@@ -40,8 +44,9 @@ CLOUD_CHOICE_SPEC = dict(
     cloud=dict(type="str"),
 )
 
+# As declared (and documented): a dict. What validates it is validation_spec's.
 CLOUD_OPTIONS_SPEC = dict(
-    cloud_options=dict(type="dict", default={}, options=registry.cloud_options_argument_spec()),
+    cloud_options=dict(type="dict", default={}),
 )
 
 REQUEST_SPEC = dict(
@@ -97,6 +102,25 @@ GROUP_SPEC = _merged(CLOUD_CHOICE_SPEC, CLOUD_OPTIONS_SPEC, REQUEST_SPEC, VM_SET
 def group_argument_spec(**extra: Any) -> Dict[str, Any]:
     """The group's shared options + a member's own (``extra``; none may redefine a shared one)."""
     return _merged(GROUP_SPEC, **extra)
+
+
+def validation_spec(argument_spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The spec a task of a module declaring ``argument_spec`` is validated against: the same, with
+    each cloud's declared adapter options as the suboptions of ``cloud_options`` (a copy; a spec
+    without ``cloud_options`` is returned as it is).
+
+    A module declares and documents ``cloud_options`` as a plain dict (so that its documentation
+    need not repeat every cloud's options); every place that validates a task's arguments
+    (journal_module.JournalModule, the action plugins, plugin_utils/controller_module.py) validates
+    them against this instead, as strictly as if the module declared the suboptions: an unknown cloud
+    or option (``cloud_options.local.rooot``) and a wrong value fail the task naming it, before
+    anything runs, and the credentials are no_log values from then on."""
+    declared = argument_spec.get("cloud_options")
+    if declared is None or declared.get("options"):
+        return argument_spec
+    spec = dict(argument_spec)
+    spec["cloud_options"] = dict(declared, options=registry.cloud_options_argument_spec())
+    return spec
 
 
 def lease_ttl(params: Dict[str, Any], environ: Any = None) -> float:

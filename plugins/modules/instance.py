@@ -263,13 +263,12 @@ error:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
 from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import INSTANCE, finish
 
 
 def main():
-    module = AnsibleModule(argument_spec=INSTANCE.argument_spec, supports_check_mode=True)
+    module = JournalModule(argument_spec=INSTANCE.argument_spec, supports_check_mode=True)
     finish(module, INSTANCE)
 
 

@@ -25,7 +25,6 @@ requirements:
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
-  - gpuprov.cloud.cloud_options
   - gpuprov.cloud.group
   - gpuprov.cloud.group.cloud_ignored
   - gpuprov.cloud.group.vm_settings_ignored
@@ -48,8 +47,6 @@ options:
       - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
         E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
     type: str
-  cloud_options:
-    description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
   name:
     description:
       - Only this VM, or the VMs whose names match this shell-style pattern (C(train*), C(gpu-?)).
@@ -140,15 +137,14 @@ table:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import DEFAULT_LIMIT, read_status
 
 
 def main():
-    module = AnsibleModule(
+    module = JournalModule(
         argument_spec=group_argument_spec(name=dict(type="str"), last=dict(type="int", default=3),
                                           limit=dict(type="int", default=DEFAULT_LIMIT)),
         supports_check_mode=True,

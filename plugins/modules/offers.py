@@ -18,7 +18,7 @@ description:
     RV(offers[].rank) and skips the others.
   - Never creates or changes anything; some clouds answer C(plan) from a static catalogue, others read live
     listings (for example the zones that offer a machine type).
-  - Each cloud's credentials are checked first, as M(gpuprov.cloud.vm) checks them: locally (the options and
+  - Each cloud's credentials are checked first, as M(gpuprov.cloud.vm) checks them, locally (the options and
     environment variables that carry them, the SDK's own files), and where the cloud's C(plan) makes no call (aws),
     with one read-only call (STS GetCallerIdentity). A cloud whose credentials are missing or refused is reported in
     RV(errors) with the message naming the option and variable to set; its offers, where it still plans them, are
@@ -157,13 +157,12 @@ error:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
 from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import OFFERS, finish
 
 
 def main():
-    module = AnsibleModule(argument_spec=OFFERS.argument_spec, supports_check_mode=True)
+    module = JournalModule(argument_spec=OFFERS.argument_spec, supports_check_mode=True)
     finish(module, OFFERS)
 
 

@@ -29,7 +29,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - gpuprov.cloud.controller
-  - gpuprov.cloud.cloud_options
   - gpuprov.cloud.group
   - gpuprov.cloud.group.cloud_ignored
   - gpuprov.cloud.group.vm_settings_ignored

@@ -24,6 +24,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()
@@ -40,7 +41,8 @@ class ControllerModuleAction(NormalAction):
         result = super(NormalAction, self).run(tmp, task_vars)  # pylint: disable=bad-super-call
         del tmp
         # The module's no_log values, and what journal_module.JournalModule hides besides (a journal DSN's password).
-        validation = ArgumentSpecValidator(self.TASK.argument_spec).validate(dict(self._task.args))
+        # cloud_options checked against each cloud's declared options, as the module checks it.
+        validation = ArgumentSpecValidator(validation_spec(self.TASK.argument_spec)).validate(dict(self._task.args))
         hidden = Hidden(dict(self._task.args), validation._no_log_values)
         params = validation.validated_parameters
         if validation.errors.errors:

@@ -220,7 +220,9 @@ def test_rest_adapters_share_api_url_and_api_key(monkeypatch):
 # -- the modules' argument spec and documentation ----------------------------------------------
 
 def test_cloud_options_suboptions_are_the_declarations():
-    suboptions = provider_args.GROUP_SPEC["cloud_options"]["options"]
+    # Declared (and documented) as a dict; validated with each cloud's declared options as its suboptions.
+    assert provider_args.GROUP_SPEC["cloud_options"] == {"type": "dict", "default": {}}
+    suboptions = provider_args.validation_spec(provider_args.GROUP_SPEC)["cloud_options"]["options"]
     assert set(suboptions) == set(CLOUDS)
     for cloud in CLOUDS:
         assert suboptions[cloud] == {"type": "dict", "options": shared.argument_spec(registry.OPTION_SPECS[cloud])}
@@ -228,26 +230,84 @@ def test_cloud_options_suboptions_are_the_declarations():
             assert not set(declared) & set(shared.DOC_KEYS)
 
 
-def test_the_generated_fragment_is_up_to_date():
-    generator = runpy.run_path(str(REPO / "scripts" / "gen-cloud-options-doc.py"))
-    fragment = REPO / "plugins" / "doc_fragments" / "cloud_options.py"
-    assert fragment.read_text() == generator["render"](), "run scripts/gen-cloud-options-doc.py"
+def _generator():
+    return runpy.run_path(str(REPO / "scripts" / "gen-cloud-options-doc.py"))
 
 
-def test_the_fragment_documents_each_option_as_declared():
+def test_the_generated_fragment_and_pages_are_up_to_date():
+    generator = _generator()
+    files = generator["render"]()
+    assert REPO / "plugins" / "doc_fragments" / "cloud_options.py" in files
+    assert {path.name for path in files if path.parent == REPO / "docs" / "clouds"} == (
+        {"README.md"} | {"%s.md" % cloud for cloud in CLOUDS})
+    for path, text in files.items():
+        assert path.read_text() == text, "run scripts/gen-cloud-options-doc.py (%s)" % path.relative_to(REPO)
+    assert sorted(p.name for p in (REPO / "docs" / "clouds").iterdir()) == sorted(
+        path.name for path in files if path.parent == REPO / "docs" / "clouds")
+    assert generator["main"](["--check"]) == 0
+
+
+def test_the_fragment_documents_cloud_options_as_a_dict_pointing_at_each_cloud_s_page():
     import yaml
     namespace = runpy.run_path(str(REPO / "plugins" / "doc_fragments" / "cloud_options.py"))
-    documented = yaml.safe_load(namespace["ModuleDocFragment"].DOCUMENTATION)["options"]["cloud_options"]["suboptions"]
+    documented = yaml.safe_load(namespace["ModuleDocFragment"].DOCUMENTATION)["options"]["cloud_options"]
+    assert documented["type"] == "dict" and documented["default"] == {} and "suboptions" not in documented
+    text = " ".join(documented["description"])
+    assert "docs/clouds/<cloud>.md" in text and all("V(%s)" % cloud in text for cloud in CLOUDS)
+
+
+def _sections(page):
+    """{option: its section's text} of a cloud's page (a ``### <option>`` heading each)."""
+    parts = page.split("\n### ")[1:]
+    return {part.split("\n", 1)[0]: part.split("\n", 1)[1] for part in parts}
+
+
+def test_each_cloud_s_page_documents_each_option_as_declared():
+    generator = _generator()
     for cloud in CLOUDS:
+        page = (REPO / "docs" / "clouds" / ("%s.md" % cloud)).read_text()
         spec = registry.OPTION_SPECS[cloud]
-        assert set(documented[cloud]["suboptions"]) == set(spec)
+        sections = _sections(page)
+        assert set(sections) == set(spec), cloud
+        assert page.startswith("<!-- Written by scripts/gen-cloud-options-doc.py") and "## Credentials" in page
         for name, declared in spec.items():
-            doc = documented[cloud]["suboptions"][name]
-            assert doc["type"] == declared.get("type", "str") and doc.get("default") == declared.get("default")
-            assert doc.get("choices") == declared.get("choices") and doc.get("aliases") == declared.get("aliases")
+            doc = sections[name]
+            assert "Type: `%s`." % generator["type_text"](declared) in doc, (cloud, name)
+            if declared.get("default") is not None:
+                assert "Default: `%s`." % generator["value_text"](declared["default"]) in doc, (cloud, name)
+            else:
+                assert "\n- Default:" not in doc
+            for choice in declared.get("choices") or ():
+                assert "`%s`" % generator["value_text"](choice) in doc.split("Choices: ")[1].split("\n")[0]
+            for alias in declared.get("aliases") or ():
+                assert "`%s`" % alias in doc.split("Aliases: ")[1].split("\n")[0]
             for variable in shared.environment_names(declared):
-                assert "E(%s)" % variable in str(doc["description"])
-            assert ("Never logged." in str(doc["description"])) == bool(declared.get("no_log"))
+                assert "`%s`" % variable in doc.split("When not set, read from ")[1].split("\n")[0]
+            assert ("Never logged." in doc) == bool(declared.get("no_log")), (cloud, name)
+            assert generator["markdown"](declared["description"]) in doc
+            # the summary table links the option's section
+            assert "| [`%s`](#%s) |" % (name, name) in page
+
+
+def test_ansible_markup_becomes_markdown():
+    markdown = _generator()["markdown"]
+    assert markdown("Unset: E(LAMBDA_API_KEY); V(0.0.0.0/0) only when C(allowed_cidrs) says so.") == (
+        "Unset: `LAMBDA_API_KEY`; `0.0.0.0/0` only when `allowed_cidrs` says so.")
+    assert markdown("I(not) B(this) U(https://x.example) L(docs,https://d.example) a*b <c>") == (
+        "*not* **this** <https://x.example> [docs](https://d.example) a\\*b \\<c\\>")
+    assert markdown("C(a `tick`)") == "`` a `tick` ``"
+
+
+def test_each_cloud_s_page_says_how_to_give_it_credentials():
+    aws = (REPO / "docs" / "clouds" / "aws.md").read_text()
+    credentials = aws.split("## Credentials")[1].split("## Options")[0]
+    for name in ("`cloud_options.aws.aws_access_key_id`", "`AWS_ACCESS_KEY_ID`", "`cloud_options.aws.profile`",
+                 "`AWS_PROFILE`", "`~/.aws/credentials`"):
+        assert name in credentials
+    gcp = (REPO / "docs" / "clouds" / "gcp.md").read_text().split("## Options")[0]
+    assert "Required besides: `cloud_options.gcp.project` (or `GCP_PROJECT` or `GCE_PROJECT`)." in gcp
+    assert "needs no credentials" in (REPO / "docs" / "clouds" / "local.md").read_text()
+    assert "None are required" in (REPO / "docs" / "clouds" / "docker.md").read_text()
 
 
 # -- the module_defaults group ----------------------------------------------------------------

@@ -186,9 +186,9 @@ class LaunchMachine(Machine):
         self._cx = None
         self._tables_on = None
         self._plan: Tuple[Optional[str], List[Dict[str, Any]]] = (None, [])   # the last plan read or made
-        # The attempts (_attempt_key) whose prepare or create this process has called, or that it found
-        # journalled on resume (an earlier process may have made something there): a Credentials error
-        # elsewhere made nothing to compensate.
+        # The attempts (_attempt_key) for which this process has called prepare or create, seen an instance of
+        # ours, or resumed from the journal (the run that journalled it may have made something). A
+        # Credentials error of an attempt not in it made nothing: the cloud is left without compensating.
         self._touched: set = set()
         self._stepped = False
 

@@ -49,7 +49,7 @@ def requirements_file(package: str, cloud: Optional[str] = None) -> str:
     """The file, relative to the collection root, that installs ``package``: ``cloud``'s own file when
     it has one (each cloud's file includes the base), else the package's, else requirements.txt
     (everything). ``cloud`` may be a cloud's client name ("verda token")."""
-    stem = str(cloud or "").split(" ")[0]
+    stem = str(cloud or "").split(" ", maxsplit=1)[0]
     if stem in CLOUD_FILES:
         return "requirements/%s.txt" % stem
     stem = PACKAGES.get(pip_name(package), (None, None))[1]
@@ -88,5 +88,5 @@ def missing_import(error: ImportError, cloud: Optional[str] = None) -> str:
 
 def pip_name(package: str) -> str:
     """The pip name of ``package``, given as a pip or an import name (``botocore``, ``google.cloud``)."""
-    top = str(package or "").strip().split(".")[0]
+    top = str(package or "").strip().split(".", maxsplit=1)[0]
     return IMPORT_NAMES.get(top, top)

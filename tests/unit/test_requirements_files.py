@@ -160,7 +160,7 @@ def shown():
     """{(kind, name): its REQUIREMENTS} as ansible-doc shows them, doc fragments merged."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_NOCOLOR="1")
     found = {}
-    for kind in sorted({kind for kind, _ in NEEDS}):
+    for kind in sorted({needed[0] for needed in NEEDS}):
         names = ["gpuprov.cloud.%s" % name for k, name in NEEDS if k == kind]
         proc = subprocess.run([str(BIN / "ansible-doc"), "--json", "-t", kind] + names, env=env,
                               capture_output=True, text=True, timeout=120, check=False)

@@ -8,7 +8,10 @@
    this checkout) to <dest>/rst/reference;
 2. the guides are the Markdown the repository already has: README.md (split into "Usage" and its "Clouds"
    section) and every docs/*.md page;
-3. Sphinx (conf.py beside this file; myst-parser reads the Markdown) writes <dest>/html, index.html first.
+3. a page per playbook (docs/playbooks/*.md), a page per cloud with its options (docs/clouds/*.md, which
+   scripts/gen-cloud-options-doc.py writes from the adapters' declarations; their README.md is each section's
+   index page), and the changelog (CHANGELOG.md);
+4. Sphinx (conf.py beside this file; myst-parser reads the Markdown) writes <dest>/html, index.html first.
 
 Warnings fail the build, and so does a plugin or role whose documentation antsibull-docs cannot parse.
 """
@@ -32,6 +35,11 @@ COLLECTION = "gpuprov.cloud"
 # Guides in this order first, then any other docs/*.md page by name.
 GUIDE_ORDER = ["usage", "clouds", "recovery", "awx"]
 CLOUDS_HEADING = "## Clouds"
+# Folders of docs/ that are sections of the site: docs/<folder>/*.md, README.md as the section's index page.
+SECTIONS = {"playbooks": "Playbooks", "clouds": "Cloud options"}
+# The label of the clouds' index page, which the modules' documentation of cloud_options refers to
+# (scripts/gen-cloud-options-doc.py: SITE_LABEL).
+CLOUDS_LABEL = "gpuprov_cloud_options"
 
 
 class BuildError(Exception):
@@ -101,17 +109,32 @@ def split_readme(text: str) -> tuple[str, str]:
 MARKDOWN_LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
 
 
+def site_page(path: pathlib.Path):
+    """Where a Markdown file of the repository is on the site (relative to its root), or None."""
+    if path == REPO / "README.md":
+        return "guides/usage.md"
+    if path == REPO / "CHANGELOG.md":
+        return "changelog.md"
+    if path.suffix != ".md" or not path.exists():
+        return None
+    if path.parent == REPO / "docs":
+        return "guides/" + path.name
+    if path.parent.parent == REPO / "docs" and path.parent.name in SECTIONS:
+        return "%s/%s" % (path.parent.name, "index.md" if path.name == "README.md" else path.name)
+    return None
+
+
 def site_link(match: re.Match, source: pathlib.Path) -> str:
-    """A Markdown link as the site needs it: a guide page becomes its sibling page on the site, another file of
-    the repository a link to it in the repository; web and in-page links stay as they are."""
+    """A Markdown link as the site needs it: a guide, playbook or cloud page becomes its page on the site, another
+    file of the repository a link to it in the repository; web and in-page links stay as they are."""
     target = match.group(2)
     if re.match(r"[a-z][a-z0-9+.-]*:", target):
         return match.group(0)
     path = (source.parent / target).resolve()
-    if path == REPO / "README.md":
-        page = "usage.md"
-    elif path.suffix == ".md" and path.parent == REPO / "docs" and path.exists():
-        page = path.name
+    here = site_page(source.resolve()) or "guides/usage.md"
+    there = site_page(path)
+    if there is not None:
+        page = os.path.relpath(there, os.path.dirname(here))
     elif path.is_relative_to(REPO) and path.exists():
         galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
         page = "%s/blob/main/%s" % (galaxy["repository"], path.relative_to(REPO).as_posix())
@@ -138,17 +161,48 @@ def write_guides(rst: pathlib.Path) -> list[str]:
     return sorted(pages, key=lambda n: (GUIDE_ORDER.index(n) if n in GUIDE_ORDER else len(GUIDE_ORDER), n))
 
 
-def write_index(rst: pathlib.Path, guides: list[str]) -> None:
+def write_section(rst: pathlib.Path, folder: str) -> list[str]:
+    """docs/<folder>/*.md as the pages of a section of the site (README.md its index page); their names, the
+    index first."""
+    out = rst / folder
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    sources = sorted((REPO / "docs" / folder).glob("*.md"))
+    if not any(source.name == "README.md" for source in sources):
+        raise BuildError("docs/%s has no README.md for the section's index page" % folder)
+    names = []
+    for source in sources:
+        name = "index" if source.name == "README.md" else source.stem
+        text = MARKDOWN_LINK.sub(lambda m, s=source: site_link(m, s), source.read_text())
+        if folder == "clouds" and name == "index":
+            text = "(%s)=\n\n%s" % (CLOUDS_LABEL, text)
+        (out / (name + ".md")).write_text(text)
+        names.append(name)
+    return sorted(names, key=lambda n: (n != "index", n))
+
+
+def write_changelog(rst: pathlib.Path) -> None:
+    """CHANGELOG.md (antsibull-changelog writes it from changelogs/changelog.yaml) as the changelog page."""
+    text = (REPO / "CHANGELOG.md").read_text()
+    (rst / "changelog.md").write_text(MARKDOWN_LINK.sub(lambda m: site_link(m, REPO / "CHANGELOG.md"), text))
+
+
+def toctree(caption: str, pages: list[str]) -> str:
+    return ".. toctree::\n   :maxdepth: 1\n   :caption: %s\n\n%s\n" % (caption, "".join("   %s\n" % p for p in pages))
+
+
+def write_index(rst: pathlib.Path, guides: list[str], sections: dict = None) -> None:
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
     heading = "gpuprov.cloud %s" % galaxy["version"]
-    guide_lines = "".join("   guides/%s\n" % name for name in guides)
+    trees = toctree("Guides", ["guides/%s" % name for name in guides])
+    for folder, names in (sections or {}).items():
+        trees += toctree(SECTIONS[folder], ["%s/%s" % (folder, name) for name in names])
+    trees += toctree("Reference", ["reference/index"]) + toctree("Changelog", ["changelog"])
     (rst / "index.rst").write_text(
         "%s\n%s\n\n%s\n\n"
-        "Install: ``ansible-galaxy collection install gpuprov.cloud``. Source and issues: %s\n\n"
-        ".. toctree::\n   :maxdepth: 1\n   :caption: Guides\n\n%s\n"
-        ".. toctree::\n   :maxdepth: 1\n   :caption: Reference\n\n   reference/index\n"
-        % (heading, "=" * len(heading), " ".join(galaxy["description"].split()), galaxy["repository"],
-           guide_lines))
+        "Install: ``ansible-galaxy collection install gpuprov.cloud``. Source and issues: %s\n\n%s"
+        % (heading, "=" * len(heading), " ".join(galaxy["description"].split()), galaxy["repository"], trees))
 
 
 def build(dest: pathlib.Path) -> pathlib.Path:
@@ -157,7 +211,10 @@ def build(dest: pathlib.Path) -> pathlib.Path:
     html = dest / "html"
     env = collection_env(dest)
     write_reference(rst, env)
-    write_index(rst, write_guides(rst))
+    guides = write_guides(rst)
+    sections = {folder: write_section(rst, folder) for folder in SECTIONS}
+    write_changelog(rst)
+    write_index(rst, guides, sections)
     if html.exists():
         shutil.rmtree(html)
     run([tool("sphinx-build"), "-b", "html", "-j", "auto", "-q", "-W", "--keep-going", "-c", str(SITE),

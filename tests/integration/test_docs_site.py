@@ -1,8 +1,11 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The docs site (make docs: docs/site/build.py) builds, and headless Chromium renders it: the index lists the
-guides and the reference, the reference index lists every module, plugin and role, and the vm module's page
-shows its options table with every documented option. Screenshots are left in build/docs/screenshots/.
+guides, a page per playbook, a page per cloud, the reference and the changelog; the reference index lists every
+module, plugin and role; the vm module's page shows its options table with every documented option, and its
+cloud_options points at the clouds' pages instead of carrying each cloud's options; a cloud's page shows each of
+its declared options, a playbook's page its variables, the changelog each release. Screenshots are left in
+build/docs/screenshots/.
 
 Chromium is driven over the DevTools protocol on a pipe (--remote-debugging-pipe): no driver or package beyond
 Debian's chromium. Without chromium the test skips, except under CI (.ci/run installs it), where it fails."""
@@ -20,6 +23,9 @@ import subprocess
 import sys
 
 import pytest
+import yaml
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 
 # The site is built once, into one folder of the repository, and one browser reads it: session fixtures, since
 # under pytest-xdist (make test) these tests run on one worker, where tests of other modules may come between
@@ -193,8 +199,12 @@ def test_index_lists_guides_and_reference(site, browser):
     facts = browser.evaluate(PAGE_FACTS)
     assert facts["title"].startswith("gpuprov.cloud"), facts["title"]
     assert facts["styled"], "the index renders without the theme's stylesheets"
-    pages = ["guides/usage.html", "guides/clouds.html", "reference/index.html"]
+    pages = ["guides/usage.html", "guides/clouds.html", "reference/index.html", "changelog.html"]
     pages += ["guides/%s.html" % page.stem for page in sorted((REPO / "docs").glob("*.md"))]
+    for section in ("playbooks", "clouds"):
+        pages += ["%s/%s.html" % (section, "index" if page.name == "README.md" else page.stem)
+                  for page in sorted((REPO / "docs" / section).glob("*.md"))]
+    assert "playbooks/provision.html" in pages and "clouds/aws.html" in pages
     assert "guides/recovery.html" in pages and "guides/awx.html" in pages
     for page in pages:
         assert page in facts["links"], "the index does not link %s: %s" % (page, facts["links"])
@@ -227,8 +237,68 @@ def test_vm_module_page_renders_its_options_table(site, browser, vm_doc):
     assert set(options) <= top_level, "options not rendered: %s" % sorted(set(options) - top_level)
     assert top_level <= set(options) | aliases, "rendered, not documented: %s" % sorted(top_level - set(options))
     assert parameters["rows"] >= len(options)
+    # cloud_options is one row, pointing at the clouds' pages: no cloud's options on a module's page.
+    assert not [name for name in facts["parameters"] if name.startswith("cloud_options/")], facts["parameters"]
+    assert "../clouds/index.html#gpuprov-cloud-options" in facts["links"], facts["links"]
     # Each documented option has a row with its own height in the laid-out table.
     assert parameters["height"] > 20 * len(options), parameters
     browser.evaluate("document.getElementById('parameters').scrollIntoView()")
     data = browser.screenshot(SCREENSHOTS / "vm_module.png")
     assert png_size(data) == WINDOW
+
+
+# What a Markdown page shows: its title, headings (with their anchors), tables and internal links.
+MARKDOWN_FACTS = """(() => ({
+  title: document.title,
+  headings: Array.from(document.querySelectorAll('section[id] > h1, section[id] > h2, section[id] > h3')).map(
+    (h) => ({id: h.parentElement.id, text: h.textContent.replace(/[\\u00b6#]/g, '').trim()})),
+  tables: Array.from(document.querySelectorAll('table')).map((t) => ({
+    rows: t.tBodies[0] ? t.tBodies[0].rows.length : 0, height: t.getBoundingClientRect().height,
+    header: Array.from(t.querySelectorAll('thead th')).map((th) => th.textContent.trim()),
+    first: Array.from(t.tBodies[0] ? t.tBodies[0].rows : []).map((r) => r.cells[0].textContent.trim()),
+  })),
+  links: Array.from(document.querySelectorAll('a.reference.internal')).map((a) => a.getAttribute('href')),
+  styled: getComputedStyle(document.body).fontFamily !== '' && document.styleSheets.length > 1,
+}))()"""
+
+
+def test_a_cloud_page_shows_each_declared_option(site, browser):
+    declared = registry.OPTION_SPECS["aws"]
+    browser.open(site / "clouds" / "aws.html")
+    facts = browser.evaluate(MARKDOWN_FACTS)
+    assert facts["title"].startswith("The aws cloud"), facts["title"]
+    assert facts["styled"]
+    (options,) = [table for table in facts["tables"] if table["header"][:2] == ["Option", "Type"]]
+    assert sorted(options["first"]) == sorted(declared) and options["height"] > 20 * len(declared), options
+    sections = {heading["text"] for heading in facts["headings"]}
+    assert set(declared) <= sections and {"Credentials", "Options"} <= sections, sections
+    # each row links its option's section on the page
+    assert {"#%s" % name for name in declared} <= set(facts["links"])
+    browser.screenshot(SCREENSHOTS / "cloud_aws.png")
+    browser.open(site / "clouds" / "index.html")
+    listed = browser.evaluate(MARKDOWN_FACTS)
+    assert {"%s.html" % cloud for cloud in registry.OPTION_SPECS} <= set(listed["links"]), listed["links"]
+
+
+def test_a_playbook_page_shows_its_variables_and_examples(site, browser):
+    browser.open(site / "playbooks" / "provision.html")
+    facts = browser.evaluate(MARKDOWN_FACTS)
+    assert facts["title"].startswith("provision"), facts["title"]
+    (variables,) = [table for table in facts["tables"] if table["header"][:1] == ["Variable"]]
+    assert {"vm", "gpu", "clouds", "k8s"} <= set(variables["first"]) and variables["height"] > 0, variables
+    assert "../clouds/index.html" in facts["links"], facts["links"]
+    assert {"Variables", "Examples"} <= {heading["text"] for heading in facts["headings"]}
+    browser.screenshot(SCREENSHOTS / "playbook_provision.png")
+    browser.open(site / "playbooks" / "index.html")
+    listed = set(browser.evaluate(MARKDOWN_FACTS)["links"])
+    assert {"%s.html" % path.stem for path in (REPO / "playbooks").glob("*.yml")} <= listed, listed
+
+
+def test_the_changelog_page_shows_each_release(site, browser):
+    browser.open(site / "changelog.html")
+    facts = browser.evaluate(MARKDOWN_FACTS)
+    assert "Release Notes" in facts["title"], facts["title"]
+    releases = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"]
+    shown = {heading["text"] for heading in facts["headings"]}
+    assert {"v%s" % version for version in releases} <= shown, shown
+    browser.screenshot(SCREENSHOTS / "changelog.png")

@@ -191,7 +191,8 @@ def test_create_moves_to_the_next_zone_only_for_zone_errors(stubbed, code):
         "ImageId": "ami-12345678", "InstanceType": "g4dn.xlarge", "MinCount": 1, "MaxCount": 1,
         "UserData": aws.render_user_data(SPEC, "ubuntu", "ubuntu"), "SecurityGroupIds": ["sg-12345678"],
         "TagSpecifications": [{"ResourceType": r, "Tags": [
-            {"Key": "gpuprov-vm-name", "Value": "stubbed"}, {"Key": "Name", "Value": "stubbed"},
+            # The Name first (gpuprov's default, or the user's own Name tag), then gpuprov's identity, each once.
+            {"Key": "Name", "Value": "stubbed"}, {"Key": "gpuprov-vm-name", "Value": "stubbed"},
             {"Key": "gpuprov-ssh-user", "Value": "ubuntu"}]} for r in ("instance", "volume")],
         "SubnetId": "subnet-bbbb2222",
         "ClientToken": aws.client_token("stubbed", PREPARED, "subnet-bbbb2222", "g4dn.xlarge", False),

@@ -123,6 +123,8 @@ class World:
             "c3": Controller("c3", OWN, work / "c3-home", {}),
         }
         self.own_location = str(self.controllers["c3"].state / "journal.sqlite")
+        for label in (SHARED, OWN):   # both journals exist from the start, as a first run would make them
+            self.open_journal(label, create=True).close()
         self.playbooks = work / "playbooks"
         self.playbooks.mkdir()
         (self.playbooks / "instance.yml").write_text(INSTANCE_PLAYBOOK)
@@ -131,11 +133,11 @@ class World:
     def journal_location(self, label: str) -> str:
         return self.shared_location if label == SHARED else self.own_location
 
-    def open_journal(self, label: str):
+    def open_journal(self, label: str, create: bool = False):
         """The journal, or None while it does not exist yet (an SQLite file no run has made)."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
         location = self.journal_location(label)
-        if not location.startswith("postgres") and not os.path.exists(location):
+        if not create and not location.startswith("postgres") and not os.path.exists(location):
             return None
         return open_journal(location, password=self.password)
 

@@ -150,8 +150,9 @@ bench: dev
 # the local cloud and docker (where the engine answers and the image exists), with SIGKILLs and Ctrl-Cs at crash
 # points and random moments; the oracle checks the promise after every round and at quiescence. SOAK_MINUTES is
 # its budget (no new round starts after it), SOAK_SEED reproduces a schedule (default: a random one, printed),
-# SOAK_ROUNDS caps the rounds (0: no cap). It prints each round, every violation with the seed and the history,
-# and the rounds, operations and violations; it fails when the oracle found one. make test runs a one-minute one.
+# SOAK_ROUNDS caps the rounds (0: no cap), SOAK_FOCUS is the share of rounds that are one known race on one name
+# (default 0.35), SOAK_CONCURRENCY the runs at once. It prints each round, every violation with the seed and the
+# history, and the rounds, operations and violations; it fails when the oracle found one. make test runs a short one.
 SOAK_MINUTES ?= 10
 SOAK_SEED ?=
 SOAK_ROUNDS ?= 0

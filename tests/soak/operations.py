@@ -5,7 +5,9 @@ Nemeses (``op.nemesis["mode"]``):
   slow        the test-only crash-point callback holds the run at a point (a slow cloud call) for pause_s
   kill_point  SIGKILL of the controller (ansible-playbook and its worker) at a crash point
   int_point   held at a crash point, then Ctrl-C: SIGINT to the run's process group, as a terminal sends it
-              to its foreground group (ansible-playbook is the group's leader), then let go
+              to its foreground group (ansible-playbook is the group's leader), then let go; with
+              int_to=leader, to ansible-playbook alone (``kill -INT <pid>``, as tests/integration/test_local_e2e.py
+              interrupts a run)
   kill_time   SIGKILL of the process group after_s seconds after the start
   int_time    SIGINT of the process group after_s seconds after the start
   gate        held at a crash point until another run of the round (gate_op) is held at its own point or has
@@ -112,6 +114,14 @@ def _signal_group(pgid: int, sig: int) -> None:
             pass
 
 
+def _interrupt(proc: subprocess.Popen, op: Op) -> None:
+    """Ctrl-C: to the whole group (a terminal), or to ansible-playbook alone (int_to=leader)."""
+    if op.nemesis.get("int_to") == "leader":
+        proc.send_signal(signal.SIGINT)
+    else:
+        _signal_group(proc.pid, signal.SIGINT)
+
+
 def run(world: World, op: Op, timeout_s: float = OP_TIMEOUT_S) -> Op:
     """Run ``op`` (not a plant) to its end, applying its nemesis; fills in how it ended."""
     controller = world.controllers[op.controller]
@@ -153,11 +163,13 @@ def run(world: World, op: Op, timeout_s: float = OP_TIMEOUT_S) -> Op:
         elapsed = time.monotonic() - started
         if op.signal is None:
             if mode == "int_point" and (points / "paused.json").exists():
-                _signal_group(pgid, signal.SIGINT)
+                _interrupt(proc, op)
                 op.signal, op.signal_at, interrupted_at = "INT", op.nemesis["point"], time.monotonic()
             elif mode in ("kill_time", "int_time") and elapsed >= op.nemesis["after_s"]:
-                sig = signal.SIGKILL if mode == "kill_time" else signal.SIGINT
-                _signal_group(pgid, sig)
+                if mode == "kill_time":
+                    _signal_group(pgid, signal.SIGKILL)
+                else:
+                    _interrupt(proc, op)
                 op.signal, op.signal_at = ("KILL" if mode == "kill_time" else "INT"), "t+%.2fs" % elapsed
                 interrupted_at = time.monotonic()
         if mode == "int_point" and interrupted_at is not None and not resumed and \

@@ -172,6 +172,8 @@ def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict
                 nemesis["pause_s"] = round(rng.uniform(0.3, 2.5), 2)
         elif mode in ("kill_time", "int_time"):
             nemesis = {"mode": mode, "after_s": round(rng.uniform(0.4, 3.5), 2)}
+        if mode in ("int_point", "int_time") and rng.random() < 0.3:
+            nemesis["int_to"] = "leader"
         if kind == STATUS and rng.random() < 0.5:
             nemesis["orphans"] = True
         planned.append(Planned(kind, controller, name, cloud, round(rng.uniform(0.0, 1.5), 2), nemesis))

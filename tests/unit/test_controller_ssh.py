@@ -213,7 +213,14 @@ def test_a_login_begun_ahead_is_taken_by_the_same_endpoint_only(local_vm):
     checker.begin(other_user, alias)
     for begun in list(checker._ahead.values()):
         begun[0].join()
-    provider.delete(location, "sshcheck", [instance])   # no new login can pass from here on
+    provider.delete(location, "sshcheck", [instance])
+    # delete signals the VM's sshd and returns (adapters never wait): it is gone once the provider sees it
+    # gone, and from then on no new login can pass.
+    deadline = time.monotonic() + SSHD_START_S
+    while any(o.instance_id == instance for o in provider.observe(location, "sshcheck")):
+        if time.monotonic() > deadline:
+            pytest.fail("the deleted VM's sshd never went away")
+        time.sleep(0.05)
     # The same endpoint and alias take the login made ahead (before the VM went) ...
     assert checker(endpoint, alias) == fingerprint
     # ... once: the next call logs in again, and finds the VM gone.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: k3s_validate
-short_description: Validate a VM's k3s through the access path the user will use
+short_description: Validate a VM's k3s (internal, k3s role)
 version_added: 0.1.0
 description:
   - From the controller, with the kubeconfig written by M(gpuprov.cloud.k3s_kubeconfig), checks that the API
@@ -17,6 +17,11 @@ description:
     host.
   - In V(SshTunnel) access the checks go through an SSH forward made as C(gpuprov.cloud.tunnel) makes it (the
     collection's ssh config, pinned host key), on a free local port; in V(Direct) access straight to the server.
+  - While C(nvidia.com/gpu) is not allocatable on a VM that expects it, the C(gpu) check says why, from the NVIDIA
+    device plugin the installer deploys (DaemonSet C(kube-system/nvidia-device-plugin-daemonset)) - no DaemonSet,
+    no pod (its nodeSelector matches no node), or its pod's state (for example C(CrashLoopBackOff), restarts, last
+    exit code) and the first and last errors its log has (klog C(E) lines), so a timed-out validation names the
+    cause.
   - Polls until every check passes or O(timeout) seconds have passed. With O(fail_on_missing_sans=false), a
     certificate that lacks a host is returned (RV(missing_sans)) instead of failing, so the installer can be
     re-run with the SAN.
@@ -93,7 +98,10 @@ ok:
   returned: when the API was reached
   type: bool
 checks:
-  description: Each check (api, san, node_ready, coredns, gpu) with C(ok) and C(detail).
+  description:
+    - Each check (api, san, node_ready, coredns, gpu) with C(ok) and C(detail).
+    - The C(gpu) check's C(detail) adds the NVIDIA device plugin's state when no GPU is allocatable and one is
+      expected.
   returned: when the API was reached
   type: dict
 missing_sans:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import stat
 
 import pytest
@@ -119,6 +120,131 @@ def test_san_covers(host, covered):
 
 def test_missing_sans():
     assert validate.missing_sans(SANS, ["127.0.0.1", "127.0.0.2", ""]) == ["127.0.0.2"]
+
+
+# --- the NVIDIA device plugin's state, when no GPU is allocatable ---------------------------
+
+INSTALLER = (pathlib.Path(__file__).resolve().parents[2] / "roles" / "k3s" / "files" / "k3s-install.sh").read_text()
+
+# What NVIDIA's device plugin v0.17.0 logs where NVML cannot report device memory (its main.go and
+# internal/rm/devices.go), then exits 1.
+V0170_MEMORY_LOG = """I0819 12:00:00.000000       1 main.go:269] Starting nvidia-device-plugin
+I0819 12:00:00.000000       1 main.go:294] Starting Plugins.
+E0819 12:00:00.000000       1 main.go:198] error starting plugins: error getting plugins: failed to construct \
+resource managers: error building device map: error building device map from config.resources: error building \
+GPU device map: error building device: error getting device memory: Not Supported
+"""
+
+
+def _plugin_pod(state, restarts=0, exit_code=None, ready=False):
+    status = {"name": validate.PLUGIN_CONTAINER, "ready": ready, "restartCount": restarts, "state": state}
+    if exit_code is not None:
+        status["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+    return {"metadata": {"name": "nvidia-device-plugin-daemonset-x1"},
+            "status": {"phase": "Running", "containerStatuses": [status]}}
+
+
+DAEMONSET = {"metadata": {"name": validate.PLUGIN_DAEMONSET},
+             "spec": {"template": {"spec": {"nodeSelector": {"gpuprov.cloud/gpu": "true"}}}},
+             "status": {"desiredNumberScheduled": 0}}
+
+
+def test_the_validation_names_the_objects_the_installer_deploys():
+    # the checks look for what the installer's manifest deploys, by the same names
+    assert "name: $PLUGIN_DAEMONSET" in INSTALLER and "PLUGIN_DAEMONSET=%s\n" % validate.PLUGIN_DAEMONSET in INSTALLER
+    key, value = validate.PLUGIN_POD_SELECTOR.split("=")
+    assert "\n        %s: %s\n" % (key, value) in INSTALLER            # the pod template's label
+    assert "- name: %s\n" % validate.PLUGIN_CONTAINER in INSTALLER
+    assert "namespace: %s\n" % validate.PLUGIN_NAMESPACE in INSTALLER
+
+
+def test_log_errors_takes_klog_error_lines_else_lines_that_say_error():
+    assert validate.log_errors(V0170_MEMORY_LOG) == [
+        "error starting plugins: error getting plugins: failed to construct resource managers: error building "
+        "device map: error building device map from config.resources: error building GPU device map: error "
+        "building device: error getting device memory: Not Supported"]
+    # a warning is no error (v0.20.0 ignores the memory error and serves the GPUs)
+    assert validate.log_errors("W0819 12:00:00.000000 1 devices.go:77] Ignoring error getting device memory\n") == []
+    assert validate.log_errors("starting\nfatal: failed to open /dev/nvidiactl\n") == [
+        "fatal: failed to open /dev/nvidiactl"]
+    assert validate.log_errors("") == [] and validate.log_errors(None) == []
+
+
+def test_device_plugin_reason_says_what_the_plugin_is_doing_and_what_it_logged():
+    crashed = _plugin_pod({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}}, 4, 1)
+    reason = validate.device_plugin_reason(DAEMONSET, [crashed], {"nvidia-device-plugin-daemonset-x1": V0170_MEMORY_LOG})
+    assert reason.startswith("device plugin pod nvidia-device-plugin-daemonset-x1: CrashLoopBackOff, 4 restarts, "
+                             "last exit code 1; it logged: '...")
+    assert reason.endswith("error building device: error getting device memory: Not Supported'"), reason
+    assert len(reason) < 260
+    # an image an air-gapped VM cannot pull
+    pulling = _plugin_pod({"waiting": {"reason": "ImagePullBackOff", "message": "dial tcp: no route"}})
+    assert validate.device_plugin_reason(DAEMONSET, [pulling], {}) == (
+        "device plugin pod nvidia-device-plugin-daemonset-x1: ImagePullBackOff")
+    running = _plugin_pod({"running": {}}, ready=True)
+    assert validate.device_plugin_reason(DAEMONSET, [running], {"nvidia-device-plugin-daemonset-x1": "I0 ok\n"}) == (
+        "device plugin pod nvidia-device-plugin-daemonset-x1: Running; its log has no error")
+    # under runc (no nvidia default runtime) the plugin cannot load NVML: its first and last errors
+    runc_log = ("E0819 12:00:00.000000 1 factory.go:118] Incompatible strategy detected auto\n"
+                "E0819 12:00:00.000000 1 factory.go:119] If this is a GPU node, did you configure the NVIDIA "
+                "Container Toolkit?\n"
+                "E0819 12:00:00.000000 1 main.go:198] error starting plugins: invalid device discovery strategy\n")
+    assert validate.device_plugin_reason(DAEMONSET, [crashed], {"nvidia-device-plugin-daemonset-x1": runc_log}) == (
+        "device plugin pod nvidia-device-plugin-daemonset-x1: CrashLoopBackOff, 4 restarts, last exit code 1; it "
+        "logged: 'Incompatible strategy detected auto' ... 'error starting plugins: invalid device discovery strategy'")
+
+
+def test_device_plugin_reason_without_a_daemonset_or_a_pod():
+    assert validate.device_plugin_reason(None, [], {}) == (
+        "no NVIDIA device plugin: kube-system has no DaemonSet nvidia-device-plugin-daemonset (the installer deploys "
+        "it when it configures the GPU: k3s_gpu auto on a VM with a GPU, or true)")
+    assert validate.device_plugin_reason(DAEMONSET, [], {}) == (
+        "the NVIDIA device plugin DaemonSet kube-system/nvidia-device-plugin-daemonset has no pod (0 scheduled; its "
+        "nodeSelector gpuprov.cloud/gpu=true matches no node)")
+
+
+class FakeApiClient:
+    """A stand-in for validate.ApiClient: canned answers by path (tests only)."""
+
+    server = "https://fake:6443"
+    peer_sans = [("IP Address", "127.0.0.1")]
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.asked = []
+
+    def get(self, path):
+        self.asked.append(path)
+        return self.answers.get(path, (404, {"kind": "Status", "code": 404}))
+
+    def get_json(self, path, allow_missing=False):
+        return validate.ApiClient.get_json(self, path, allow_missing)
+
+
+def test_validate_once_explains_a_gpu_that_is_not_allocatable_and_asks_nothing_when_it_is():
+    pod = _plugin_pod({"waiting": {"reason": "CrashLoopBackOff"}}, 2, 1)
+    log_path = ("/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-daemonset-x1/log"
+                "?container=nvidia-device-plugin-ctr&tailLines=50")
+    answers = {"/readyz": (200, "ok"), "/api/v1/nodes": (200, {"items": [_node(gpus=0)]}),
+               "/apis/apps/v1/namespaces/kube-system/deployments/coredns": (200, {"status": {"availableReplicas": 1}}),
+               "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset": (200, DAEMONSET),
+               "/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds": (
+                   200, {"items": [pod]}),
+               log_path: (200, ""),                            # the crashed container's log is the previous one's
+               log_path + "&previous=true": (200, V0170_MEMORY_LOG)}
+    client = FakeApiClient(answers)
+    outcome = validate.validate_once(client, True, ["127.0.0.1"])
+    assert not outcome["ok"] and not outcome["checks"]["gpu"]["ok"]
+    detail = outcome["checks"]["gpu"]["detail"]
+    assert detail.startswith("nvidia.com/gpu allocatable: 0; device plugin pod nvidia-device-plugin-daemonset-x1: "
+                             "CrashLoopBackOff, 2 restarts, last exit code 1; it logged: "), detail
+    assert "error getting device memory: Not Supported" in detail
+    # with a GPU allocatable, or none expected, the device plugin is not asked about
+    answers["/api/v1/nodes"] = (200, {"items": [_node(gpus=1)]})
+    client = FakeApiClient(answers)
+    assert validate.validate_once(client, True, ["127.0.0.1"])["ok"]
+    assert validate.validate_once(client, False, ["127.0.0.1"])["checks"]["gpu"]["ok"]
+    assert not [p for p in client.asked if "device-plugin" in p], client.asked
 
 
 def _journal_with_vm(path, name="k1"):

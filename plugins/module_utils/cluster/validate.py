@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Validation of a k3s cluster through the access path the user will use: the API
 reached with the written kubeconfig (directly, or through an SSH forward), node
-Ready, CoreDNS available, ``nvidia.com/gpu`` allocatable where a GPU is expected,
-and the API certificate's SANs covering the public host.
+Ready, CoreDNS available, ``nvidia.com/gpu`` allocatable where a GPU is expected
+(and, while it is not, what the NVIDIA device plugin's pod is doing and the error
+it logged), and the API certificate's SANs covering the public host.
 
 The checks on API objects are pure functions (unit-tested); ``ApiClient`` is a
 small TLS client with the kubeconfig's CA and client certificate (standard
@@ -18,6 +19,7 @@ import http.client
 import ipaddress
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -25,7 +27,7 @@ import subprocess
 import tempfile
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 
 # --- pure checks -----------------------------------------------------------------------
@@ -73,6 +75,122 @@ def gpu_allocatable(nodes: Dict[str, Any]) -> Tuple[int, str]:
         except (TypeError, ValueError):
             pass
     return total, "nvidia.com/gpu allocatable: %d" % total
+
+
+# --- the NVIDIA device plugin, when no GPU is allocatable -----------------------------
+
+# What the installer deploys on GPU VMs (the manifest in roles/k3s/files/k3s-install.sh, NVIDIA's static one).
+PLUGIN_NAMESPACE = "kube-system"
+PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
+PLUGIN_POD_SELECTOR = "name=nvidia-device-plugin-ds"
+PLUGIN_CONTAINER = "nvidia-device-plugin-ctr"
+# klog's line header: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg (L: I, W, E or F)
+KLOG_LINE = re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]]*\]\s?(.*)$")
+ERROR_WORDS = re.compile(r"(?i)\berror\b|\bfail")
+
+
+def log_errors(text: Optional[str]) -> List[str]:
+    """The errors a device plugin log reports: the messages of its klog E and F lines; for a log without
+    klog headers, the lines that say error or fail."""
+    errors, plain = [], []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        found = KLOG_LINE.match(line)
+        if found:
+            if found.group(1) in ("E", "F") and found.group(2).strip():
+                errors.append(found.group(2).strip())
+        elif ERROR_WORDS.search(line):
+            plain.append(line)
+    return errors or plain
+
+
+def _clip(message: str, width: int = 120) -> str:
+    """A long error, by its end: Go wraps causes as "outer: inner: cause", so the end says why."""
+    return message if len(message) <= width else "..." + message[-(width - 3):]
+
+
+def _container_words(pod: Dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    mine = next((c for c in statuses if c.get("name") == PLUGIN_CONTAINER), statuses[0] if statuses else None)
+    if mine is None:
+        return (status.get("phase") or "Pending") + (", %s" % status["reason"] if status.get("reason") else "")
+    state = mine.get("state") or {}
+    if "waiting" in state:
+        words = (state["waiting"] or {}).get("reason") or "waiting"
+    elif "terminated" in state:
+        words = "terminated (%s)" % ((state["terminated"] or {}).get("reason") or "exit %s"
+                                     % (state["terminated"] or {}).get("exitCode"))
+    elif mine.get("ready"):
+        words = "Running"
+    else:
+        words = "Running, not ready"
+    restarts = mine.get("restartCount") or 0
+    if restarts:
+        words += ", %d restart%s" % (restarts, "" if restarts == 1 else "s")
+    last = (mine.get("lastState") or {}).get("terminated") or {}
+    if last.get("exitCode") is not None:
+        words += ", last exit code %s" % last["exitCode"]
+    return words
+
+
+def device_plugin_reason(daemonset: Optional[Dict[str, Any]], pods: List[Dict[str, Any]],
+                         logs: Dict[str, str]) -> str:
+    """Why the NVIDIA device plugin serves no GPU, from its DaemonSet (None when there is none), its pods
+    and their logs (pod name -> text)."""
+    if daemonset is None:
+        return ("no NVIDIA device plugin: %s has no DaemonSet %s (the installer deploys it when it configures the "
+                "GPU: k3s_gpu auto on a VM with a GPU, or true)" % (PLUGIN_NAMESPACE, PLUGIN_DAEMONSET))
+    if not pods:
+        template = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+        selector = ", ".join("%s=%s" % kv for kv in sorted((template.get("nodeSelector") or {}).items()))
+        desired = (daemonset.get("status") or {}).get("desiredNumberScheduled")
+        return ("the NVIDIA device plugin DaemonSet %s/%s has no pod (%s scheduled%s)"
+                % (PLUGIN_NAMESPACE, PLUGIN_DAEMONSET, desired if desired is not None else "none",
+                   "; its nodeSelector %s matches no node" % selector if selector else ""))
+    parts = []
+    for pod in pods[:3]:
+        name = (pod.get("metadata") or {}).get("name") or "?"
+        part = "device plugin pod %s: %s" % (name, _container_words(pod))
+        if name in logs:
+            errors = log_errors(logs[name])
+            if errors:
+                logged = [errors[0]] if len(errors) == 1 or errors[0] == errors[-1] else [errors[0], errors[-1]]
+                part += "; it logged: %s" % " ... ".join("'%s'" % _clip(e) for e in logged)
+            else:
+                part += "; its log has no error"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+def device_plugin_diagnosis(client: "ApiClient") -> str:
+    """``device_plugin_reason`` from the API: the DaemonSet, its pods and each pod's log (the previous
+    container's when the current one has none, as after a crash)."""
+    try:
+        daemonset = client.get_json("/apis/apps/v1/namespaces/%s/daemonsets/%s" % (PLUGIN_NAMESPACE, PLUGIN_DAEMONSET),
+                                    allow_missing=True)
+        listed = client.get_json("/api/v1/namespaces/%s/pods?labelSelector=%s"
+                                 % (PLUGIN_NAMESPACE, quote(PLUGIN_POD_SELECTOR, safe="")))
+        pods = [p for p in (listed or {}).get("items") or [] if isinstance(p, dict)]
+        logs = {}
+        for pod in pods[:3]:
+            name = (pod.get("metadata") or {}).get("name")
+            if not name:
+                continue
+            path = "/api/v1/namespaces/%s/pods/%s/log?container=%s&tailLines=50" % (
+                PLUGIN_NAMESPACE, quote(name, safe=""), PLUGIN_CONTAINER)
+            status, body = client.get(path)
+            text = body if isinstance(body, str) else (json.dumps(body) if status == 200 else "")
+            if status != 200 or not text.strip():
+                status, body = client.get(path + "&previous=true")
+                text = body if isinstance(body, str) else (json.dumps(body) if status == 200 else "")
+            if status == 200:
+                logs[name] = text
+    except ApiError as exc:
+        return "the NVIDIA device plugin could not be inspected: %s" % exc
+    return device_plugin_reason(daemonset, pods, logs)
 
 
 def _normal_ip(value: str):
@@ -292,6 +410,8 @@ def validate_once(client: ApiClient, gpu_expected: bool, hosts: List[str]) -> Di
     ok, detail = coredns_available(deployment, pods)
     checks["coredns"] = {"ok": ok, "detail": detail}
     count, detail = gpu_allocatable(nodes)
+    if gpu_expected and count < 1:
+        detail += "; " + device_plugin_diagnosis(client)
     checks["gpu"] = {"ok": count >= 1 or not gpu_expected,
                      "detail": detail + ("" if gpu_expected else " (no GPU expected)"), "count": count}
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks, "missing_sans": missing,

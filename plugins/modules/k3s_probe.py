@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: k3s_probe
-short_description: Read the k3s install state of a VM in one round trip and decide installed, wait or push
+short_description: Probe a VM's k3s install (internal, k3s role)
 version_added: 0.1.0
 description:
   - Runs on the VM. Reads, in one round trip, the k3s installer's status marker
@@ -19,7 +19,8 @@ description:
   - Returns those facts and the decision of a pure decision table
     (C(plugins/module_utils/cluster/boot_probe.py)) - V(installed), V(wait) (the boot install is still
     running) or V(push) (install over SSH, because the boot route is missing, failed, timed out, missed the GPU,
-    or the VM has a GPU but no NVIDIA Container Toolkit, which the SSH install then installs).
+    or the VM has a GPU but no NVIDIA Container Toolkit, which the SSH install then installs, or the install
+    configured the GPU path that O(gpu=false) turns off, which the SSH install then removes).
   - With O(wait), polls on the VM while the decision is V(wait), up to O(wait) seconds, so one task covers the
     whole boot check; a boot install still running after O(boot_timeout) seconds is decided V(push).
   - Never changes the VM.
@@ -57,6 +58,14 @@ options:
     description: Whether the VM's offer has a GPU; reported back as RV(gpu_missing) when no GPU is visible.
     type: bool
     default: false
+  gpu:
+    description:
+      - What the role asks of the GPU path (C(k3s_gpu)) - V(auto) (when a GPU is seen), V(true) (also V(yes),
+        V(on), V(1)) or V(false) (also V(no), V(off), V(0)), read as the installer reads C(GPUPROV_K3S_GPU).
+      - With V(false), a GPU VM whose install configured the GPU path is decided V(push) (row 15), and one whose
+        install did not is not sent back for the GPU (rows 2 and 3 do not apply).
+    type: str
+    default: auto
   state_dir:
     description: Where the installer keeps its marker, lock and pid file, and the docker cloud its boot runner files.
     type: path
@@ -271,7 +280,7 @@ def probe(module, waited):
     elapsed = boot_probe.elapsed(marker, runner["since_s"], waited)
     decision, reason, row = boot_probe.decide(marker, alive, runner["state"], params["boot_delivered"],
                                               k3s["running"], gpu["present"], gpu["toolkit"], elapsed,
-                                              params["boot_timeout"])
+                                              params["boot_timeout"], gpu_mode=params["gpu"])
     facts = {"marker": marker, "installer_alive": alive, "boot_runner": runner, "k3s": k3s, "gpu": gpu}
     return decision, reason, row, elapsed, facts
 
@@ -284,6 +293,7 @@ def main():
             boot_timeout=dict(type="int", default=900),
             boot_delivered=dict(type="bool", default=False),
             gpu_expected=dict(type="bool", default=False),
+            gpu=dict(type="str", default="auto"),
             state_dir=dict(type="path", default="/var/lib/gpuprov"),
             k3s_binary=dict(type="path", default="/usr/local/bin/k3s"),
         ),
@@ -291,6 +301,10 @@ def main():
     )
     if module.params["wait"] < 0 or module.params["poll_interval"] < 1 or module.params["boot_timeout"] < 0:
         module.fail_json(msg="wait and boot_timeout must be >= 0 and poll_interval >= 1")
+    try:
+        module.params["gpu"] = boot_probe.parse_gpu_mode(module.params["gpu"])
+    except ValueError as exc:
+        module.fail_json(msg="gpu (k3s_gpu): %s" % exc)
     start = time.time()
     waited = 0.0
     while True:

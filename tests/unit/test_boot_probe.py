@@ -46,6 +46,14 @@ ROWS = [
     (13, dict(runner=bp.RUNNER_UNKNOWN, elapsed_s=1000.0), bp.PUSH, "timed out"),
     (14, dict(runner=bp.RUNNER_RUNNING), bp.WAIT, "waiting for the boot runner (running)"),
     (14, dict(runner=bp.RUNNER_UNKNOWN), bp.WAIT, "unknown"),
+    # GPU off (k3s_gpu false): an install that configured the GPU path is redone, so the installer removes it
+    (15, dict(marker=marker("done", gpu=True), gpu_present=True, toolkit_present=True, gpu_mode=bp.GPU_OFF),
+     bp.PUSH, "remove the device plugin and the node label"),
+    (15, dict(marker=marker("done", gpu=True), gpu_present=False, gpu_mode=bp.GPU_OFF), bp.PUSH, "k3s_gpu is false"),
+    # ... and one that did not is installed, GPU or not, toolkit or not
+    (1, dict(marker=marker("done", gpu=False), gpu_present=True, toolkit_present=False, gpu_mode=bp.GPU_OFF),
+     bp.INSTALLED, "running"),
+    (2, dict(marker=marker("done", gpu=False), gpu_present=True, gpu_mode=bp.GPU_ON), bp.PUSH, "GPU missed"),
 ]
 
 
@@ -58,7 +66,21 @@ def test_decision_table_row(row, changes, decision, words):
 
 
 def test_every_row_is_covered():
-    assert sorted({r[0] for r in ROWS}) == list(range(1, 15))
+    assert sorted({r[0] for r in ROWS}) == list(range(1, 16))
+
+
+@pytest.mark.parametrize("given, mode", [("auto", "auto"), ("AUTO", "auto"), (True, "true"), ("yes", "true"),
+                                         ("on", "true"), ("1", "true"), (False, "false"), ("no", "false"),
+                                         ("off", "false"), ("0", "false")])
+def test_parse_gpu_mode_reads_k3s_gpu_as_the_installer_does(given, mode):
+    assert bp.parse_gpu_mode(given) == mode
+
+
+def test_parse_gpu_mode_names_what_it_got():
+    with pytest.raises(ValueError, match="expected auto, true or false, got 'maybe'"):
+        bp.parse_gpu_mode("maybe")
+    with pytest.raises(ValueError, match="gpu_mode: expected one of auto, true, false, got 'maybe'"):
+        bp.decide(**inputs_with(gpu_mode="maybe"))
 
 
 def inputs_with(**changes):

@@ -138,3 +138,28 @@ def test_gpu_without_the_container_toolkit_is_pushed_until_the_runtime_is_there(
     assert result["facts"]["gpu"]["toolkit"] is True
     assert result["facts"]["gpu"]["toolkit_runtime"] == str(runtime)
     assert result["row"] != 3, result
+
+
+def test_gpu_off_sends_an_install_that_configured_the_gpu_back_and_leaves_one_that_did_not(tmp_path, state):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(NVIDIA_SMI)
+    smi.chmod(0o755)
+    (tmp_path / "k3s").write_text("")
+    write_marker(state, state="done", route="boot", gpu="true", nvidia_runtime="present")
+    result = run_probe(tmp_path, path_dirs=[bin_dir], boot_delivered=True, gpu="false")
+    assert (result["decision"], result["row"]) == ("push", 15), result
+    assert "k3s_gpu is false" in result["reason"]
+    # once the installer turned the GPU path off, the GPU this VM has no longer sends it back (rows 2, 3)
+    write_marker(state, state="done", route="ssh", gpu="false", nvidia_runtime="none")
+    result = run_probe(tmp_path, path_dirs=[bin_dir], boot_delivered=True, gpu="no")
+    assert result["row"] not in (2, 3, 15), result
+    result = run_probe(tmp_path, path_dirs=[bin_dir], boot_delivered=True, gpu="auto")
+    assert (result["decision"], result["row"]) == ("push", 2), result
+
+
+def test_an_unknown_gpu_mode_fails_naming_the_field_and_what_it_got(tmp_path, state):
+    result = run_probe(tmp_path, gpu="maybe")
+    assert result["failed"] is True
+    assert result["msg"] == "gpu (k3s_gpu): expected auto, true or false, got 'maybe'", result

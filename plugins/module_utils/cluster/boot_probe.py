@@ -19,7 +19,8 @@ The installer (``roles/k3s/files/k3s-install.sh``) writes its status marker,
     nvidia_runtime=present|installed|none   (the NVIDIA Container Toolkit's runtime; installed: by this run)
     sans=<comma-separated SAN list rendered into config.yaml>
     manager=systemd|pidfile    (how k3s is kept running)
-    changed=true|false         error=<one line, when failed>
+    changed=true|false         k3s_version=<the release its --version names>
+    error=<one line, when failed>
 """
 
 from __future__ import annotations
@@ -38,6 +39,26 @@ RUNNER_UNKNOWN = "unknown"   # a runner exists but does not say (startup-script 
 RUNNER_STATES = (RUNNER_RUNNING, RUNNER_DONE, RUNNER_ERROR, RUNNER_ABSENT, RUNNER_UNKNOWN)
 
 MARKER_STATES = ("running", "done", "failed")
+
+# What the role asks of the GPU path (k3s_gpu): configure it when a GPU is seen, always, or never.
+GPU_AUTO = "auto"
+GPU_ON = "true"
+GPU_OFF = "false"
+GPU_MODES = (GPU_AUTO, GPU_ON, GPU_OFF)
+
+
+def parse_gpu_mode(value):
+    """k3s_gpu as the installer reads it (auto | true/yes/1/on | false/no/0/off) -> one of GPU_MODES.
+
+    Raises ValueError naming what it got for anything else."""
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return GPU_ON
+    if text in ("false", "no", "0", "off"):
+        return GPU_OFF
+    if text == GPU_AUTO:
+        return GPU_AUTO
+    raise ValueError("expected auto, true or false, got %r" % (value,))
 
 
 def parse_marker(text):
@@ -105,8 +126,9 @@ def parse_nvidia_smi(text):
 
 
 def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_present, toolkit_present,
-           elapsed_s, timeout_s):
-    """The decision table. Returns ``(decision, reason, row)``; the first matching row wins.
+           elapsed_s, timeout_s, gpu_mode=GPU_AUTO):
+    """The decision table. Returns ``(decision, reason, row)``; the first matching row wins (rows are
+    numbered in the order they were added; they are tried in the order of the table).
 
     marker          parsed marker dict, or None when the installer never ran here
     installer_alive whether an installer holds the host-wide lock (or the marker's pid lives)
@@ -118,13 +140,18 @@ def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_pre
                     without it k3s has no ``nvidia`` runtime and nvidia.com/gpu never becomes allocatable
     elapsed_s       how long the boot install has been going, or waited for (seconds)
     timeout_s       how long the boot route may take before SSH takes over
+    gpu_mode        what the role asks of the GPU path (k3s_gpu: one of GPU_MODES)
 
     ==== ========= ================================================ ==========
     row  marker    condition                                        decision
     ==== ========= ================================================ ==========
-    1    done      k3s running, GPU (if any) configured             installed
-    2    done      GPU present but the install did not configure it push
-    3    done      GPU present, no NVIDIA Container Toolkit         push
+    15   done      GPU off (k3s_gpu false) but the install          push
+                   configured the GPU path
+    1    done      k3s running, GPU (if any, and not off) configured installed
+    2    done      GPU present, not off, the install did not        push
+                   configure it
+    3    done      GPU present, not off, no NVIDIA Container        push
+                   Toolkit
     4    done      k3s not running                                  push
     5    failed    -                                                push
     6    running   no installer alive (died, VM rebooted)           push
@@ -141,13 +168,21 @@ def decide(marker, installer_alive, runner, boot_delivered, k3s_running, gpu_pre
     Row 3 sends a finished install whose VM lacks the toolkit (an installer that predates the toolkit
     step, or a toolkit removed since) to the SSH route, whose installer installs the toolkit (NVIDIA's
     apt repository, or the air-gap bundle's packages) and restarts k3s so it detects the runtime.
+    Row 15 sends an install that configured the GPU path to the SSH route when the GPU is now off, whose
+    installer removes the device plugin and the node label (k3s keeps both when the manifest goes).
     """
+    if gpu_mode not in GPU_MODES:
+        raise ValueError("gpu_mode: expected one of %s, got %r" % (", ".join(GPU_MODES), gpu_mode))
     state = (marker or {}).get("state") if marker else None
     timed_out = timeout_s is not None and elapsed_s is not None and elapsed_s >= timeout_s
+    gpu_wanted = gpu_present and gpu_mode != GPU_OFF
     if state == "done":
-        if gpu_present and not marker.get("gpu"):
+        if gpu_mode == GPU_OFF and marker.get("gpu"):
+            return PUSH, ("the install configured the GPU path but k3s_gpu is false: the install must remove "
+                          "the device plugin and the node label"), 15
+        if gpu_wanted and not marker.get("gpu"):
             return PUSH, "the install did not configure the GPU this VM has (GPU missed)", 2
-        if gpu_present and not toolkit_present:
+        if gpu_wanted and not toolkit_present:
             return PUSH, ("the VM has a GPU but no NVIDIA Container Toolkit (no nvidia-container-runtime): "
                           "the install must add it"), 3
         if not k3s_running:

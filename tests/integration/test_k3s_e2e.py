@@ -691,3 +691,62 @@ def test_gpu_vm_refuses_a_k3s_older_than_default_runtime(k3s, fake_gpu_image, tm
     assert "k3s version v1.28.15+k3s1" in marker["error"], marker
     assert "is older than v1.29.0+k3s1" in marker["error"] and "set k3s_version" in marker["error"], marker
     assert k3s.ssh(name, "test -e /var/lib/gpuprov/k3s.pid").returncode != 0      # k3s was never started
+
+
+KUBECTL = "KUBECONFIG=/etc/rancher/k3s/k3s.yaml /usr/local/bin/k3s kubectl "
+
+
+def test_a_device_plugin_that_cannot_read_device_memory_is_named_as_the_reason(k3s, fake_gpu_image, tmp_path):
+    name = k3s.name("nvml")
+    # NVML cannot report device memory here, and the plugin is a release from before NVIDIA's fix (v0.17.4)
+    extra = {"k3s_airgap_bundle": str(airgap_bundle(tmp_path)), "k3s_gpu_expected": True, "k3s_install_retries": 0,
+             "k3s_device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0", "k3s_validate_timeout": 8,
+             "k3s_install_env": {"FAKE_K3S_NVML_MEMORY": "unsupported"}}
+    run = k3s.provision(name, "-e", json.dumps(extra), docker={"base_image": fake_gpu_image}, url=False)
+    assert run.rc != 0, run
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert seen[-1][0] == "k3s:Failed" and (vm["status"], vm["stage"]) == ("running", "k3s:Failed"), seen
+    # the validation says why nvidia.com/gpu stays at 0, not only that it does
+    assert ("nvidia.com/gpu allocatable: 0; device plugin pod nvidia-device-plugin-daemonset-fake0: CrashLoopBackOff"
+            in run.out), run
+    assert "error getting device memory: Not Supported" in run.out, run
+    assert "error getting device memory: Not Supported" in seen[-1][1], seen[-1]
+    assert "validating: nvidia.com/gpu allocatable: 0; device plugin pod" in run.out   # while it polls, too
+
+
+def test_the_pinned_device_plugin_serves_and_gpu_off_removes_it_then_changes_nothing(k3s, fake_gpu_image, tmp_path):
+    name = k3s.name("gpuoff")
+    bundle = str(airgap_bundle(tmp_path))
+    nvml = {"FAKE_K3S_NVML_MEMORY": "unsupported"}
+    gpu = {"k3s_airgap_bundle": bundle, "k3s_gpu_expected": True, "k3s_install_env": nvml}
+    run = k3s.provision(name, "-e", json.dumps(gpu), docker={"base_image": fake_gpu_image}, url=False)
+    assert run.rc == 0, run
+    assert json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)["nvidia.com/gpu"] == "1"
+    manifest = k3s.ssh(name, "cat /var/lib/rancher/k3s/server/manifests/gpuprov-nvidia-device-plugin.yaml").stdout
+    assert "image: nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in manifest, manifest
+    assert k3s.ssh(name, KUBECTL + "get daemonset -n kube-system -o name").stdout.split() == [
+        "daemonset.apps/nvidia-device-plugin-daemonset"]
+
+    # GPU off: the boot check sends it to the installer, which removes the plugin and the node label
+    off = {"k3s_airgap_bundle": bundle, "k3s_gpu": False, "k3s_install_env": nvml}
+    run = k3s.provision(name, "-e", json.dumps(off), docker={"base_image": fake_gpu_image}, url=False)
+    assert run.rc == 0, run
+    assert "boot check: push (row 15)" in run.out, run
+    _row, events, vm = k3s.journal(name)
+    seen = stage_events(events)
+    assert seen[1][0] == "k3s:Installing" and "k3s_gpu is false" in seen[1][1], seen
+    assert seen[-1][0] == "k3s:Ready" and vm["stage"] == "k3s:Ready", seen
+    assert k3s.ssh(name, KUBECTL + "get daemonset -n kube-system -o name").stdout.split() == []
+    assert k3s.ssh(name, KUBECTL + "get addon -n kube-system -o name").stdout.split() == []
+    assert k3s.ssh(name, KUBECTL + "get nodes -l gpuprov.cloud/gpu -o name").stdout.split() == []
+    assert "nvidia.com/gpu" not in json.loads(k3s.ssh(name, NODE_ALLOCATABLE).stdout)
+    marker = k3s.marker(name)
+    assert (marker["state"], marker["gpu"]) == ("done", "false"), marker
+
+    # and again: nothing to do
+    again = k3s.provision(name, "-e", json.dumps(off), docker={"base_image": fake_gpu_image}, url=False)
+    assert again.rc == 0, again
+    assert again.recap()[name]["changed"] == 0, again
+    _row, events, _vm = k3s.journal(name)
+    assert "k3s:Installing" not in [s for s, _n in stage_events(events)]

@@ -5,21 +5,30 @@
 #
 # Records its progress in /var/lib/gpuprov/k3s-install.status (key=value lines:
 # state=running|done|failed, route, pid, started_at, updated_at, gpu, nvidia_runtime=present|
-# installed|none, sans, manager, changed, source, error) and owns /etc/rancher/k3s/config.yaml, re-rendered from the
-# SAN list on every run; k3s is restarted only when that file, the binary or the
+# installed|none, sans, manager, changed, source, k3s_version, error) and owns /etc/rancher/k3s/config.yaml,
+# re-rendered from the SAN list on every run; k3s is restarted only when that file, the binary or the
 # service definition changed.
 #
 # Where k3s comes from (first that is set):
 #   GPUPROV_K3S_BINARY      a k3s binary already on this host (air-gapped: the role copies it here)
 #   GPUPROV_K3S_AIRGAP_DIR  an air-gap bundle on this host (the role pushes k3s_airgap_bundle here):
-#                           the binary (k3s, or the release's k3s-arm64/k3s-armhf), the images tarball
-#                           k3s-airgap-images-<arch>.tar.zst (or .tar.gz, .tar) and, for GPUs, the NVIDIA
-#                           device plugin image (a *device-plugin*.tar from docker save), all copied to
-#                           /var/lib/rancher/k3s/agent/images, and optionally toolkit/*.deb (the NVIDIA
-#                           Container Toolkit's packages). See docs/airgap.md.
+#                           the binary (the release's k3s, k3s-arm64 or k3s-armhf for this host, as k3s's
+#                           install.sh names them; or k3s), the images tarball k3s-airgap-images-<arch>.tar.zst
+#                           (or .tar.gz, .tar) and, for GPUs, the NVIDIA device plugin image (a
+#                           *device-plugin*.tar from docker save), all copied to /var/lib/rancher/k3s/agent/images,
+#                           optionally toolkit/*.deb (the NVIDIA Container Toolkit's packages) and, for hosts
+#                           with systemd or OpenRC, k3s's install script as install.sh. See docs/airgap.md.
 #   GPUPROV_K3S_BINARY_URL  a URL of a k3s binary (air-gapped mirror); GPUPROV_K3S_BINARY_SHA256 checks it
 #   otherwise               the official install script (GPUPROV_K3S_INSTALL_SCRIPT_URL, default
-#                           https://get.k3s.io) and release (GPUPROV_K3S_VERSION, default: stable channel)
+#                           https://get.k3s.io) and release (GPUPROV_K3S_VERSION, default: stable channel);
+#                           without systemd or OpenRC, the release binary for this host's architecture
+#                           (k3s${SUFFIX} and sha256sum-<arch>.txt, as install.sh downloads them)
+# A binary that cannot run here (another architecture) or whose `--version` does not say
+# "k3s version v<x>.<y>.<z>..." fails the install, naming the binary and what it printed.
+# With systemd or OpenRC, a binary that did not come from the official script is installed as k3s's air-gap
+# install does it: k3s's install script with INSTALL_K3S_SKIP_DOWNLOAD=true (its unit reads
+# /etc/systemd/system/k3s.service.env, where k3s's docs put HTTP_PROXY; it adds k3s-killall.sh and
+# k3s-uninstall.sh), from the bundle's install.sh, else GPUPROV_K3S_INSTALL_SCRIPT_URL.
 # Other inputs:
 #   GPUPROV_K3S_ROUTE        boot | ssh (recorded in the marker)
 #   GPUPROV_K3S_SANS         extra API certificate SANs, comma or space separated
@@ -29,15 +38,19 @@
 #                            without the NVIDIA Container Toolkit gets it (from the air-gap bundle's packages,
 #                            else NVIDIA's apt repository), then k3s is restarted so it detects the nvidia
 #                            runtime; when it cannot be installed the install fails, saying why. default-runtime
-#                            (nvidia as every pod's runtime) needs k3s v1.29.0+k3s1 or later: older fails.
+#                            (nvidia as every pod's runtime) needs k3s v1.29.0+k3s1 or later: older fails; a k3s
+#                            that would not find the runtime where it is (see runtime_seen_by_k3s) fails too.
+#                            false on a host that had the GPU path removes what it deployed: the device plugin
+#                            manifest, its DaemonSet and AddOn, and the node label gpuprov.cloud/gpu (k3s
+#                            deletes no object when its manifest goes, and never removes a node label).
 #   GPUPROV_K3S_TOOLKIT_REPO NVIDIA's toolkit apt repository (default https://nvidia.github.io/libnvidia-container;
 #                            a mirror with the same layout: gpgkey, stable/deb/nvidia-container-toolkit.list)
-#   GPUPROV_K3S_DEVICE_PLUGIN_IMAGE  (default nvcr.io/nvidia/k8s-device-plugin:v0.17.0)
+#   GPUPROV_K3S_DEVICE_PLUGIN_IMAGE  (default nvcr.io/nvidia/k8s-device-plugin:v0.20.0)
 #   GPUPROV_K3S_PORT         API port (default 6443)
 #   GPUPROV_K3S_NODE_NAME    node name (default: the hostname)
 #   GPUPROV_K3S_EXTRA_CONFIG extra config.yaml lines, appended as they are
 #   GPUPROV_K3S_LOCK_WAIT    seconds to wait for another installer (default 900)
-#   GPUPROV_K3S_START_WAIT   seconds for a started k3s to write its kubeconfig (default 120)
+#   GPUPROV_K3S_START_WAIT   seconds for a started k3s to write its kubeconfig and answer (default 120)
 #
 # Without systemd (containers), k3s is started with setsid/nohup and a pid file
 # (/var/lib/gpuprov/k3s.pid, log /var/log/k3s.log); the marker's manager= says which.
@@ -57,6 +70,13 @@ CONFIG="$CONFIG_DIR/config.yaml"
 KUBECONFIG_FILE="$CONFIG_DIR/k3s.yaml"
 MANIFESTS=/var/lib/rancher/k3s/server/manifests
 PLUGIN_MANIFEST="$MANIFESTS/gpuprov-nvidia-device-plugin.yaml"
+# What the GPU path deploys through that manifest: k3s tracks the file as the AddOn named after its base
+# name, and never deletes the objects (or the node label) when the file goes, so GPU off removes them.
+PLUGIN_ADDON=gpuprov-nvidia-device-plugin
+PLUGIN_DAEMONSET=nvidia-device-plugin-daemonset
+GPU_LABEL=gpuprov.cloud/gpu
+GPU_RECORD="$STATE_DIR/k3s-gpu.deployed"
+CANDIDATE="$BIN.gpuprov-candidate"
 UNIT=/etc/systemd/system/k3s.service
 LOG=/var/log/k3s.log
 
@@ -65,7 +85,7 @@ PORT="${GPUPROV_K3S_PORT:-6443}"
 LOCK_WAIT="${GPUPROV_K3S_LOCK_WAIT:-900}"
 START_WAIT="${GPUPROV_K3S_START_WAIT:-120}"
 GPU_MODE="${GPUPROV_K3S_GPU:-auto}"
-PLUGIN_IMAGE="${GPUPROV_K3S_DEVICE_PLUGIN_IMAGE:-nvcr.io/nvidia/k8s-device-plugin:v0.17.0}"
+PLUGIN_IMAGE="${GPUPROV_K3S_DEVICE_PLUGIN_IMAGE:-nvcr.io/nvidia/k8s-device-plugin:v0.20.0}"
 AIRGAP_DIR="${GPUPROV_K3S_AIRGAP_DIR:-}"
 TOOLKIT_REPO="${GPUPROV_K3S_TOOLKIT_REPO:-https://nvidia.github.io/libnvidia-container}"
 IMAGES_DIR=/var/lib/rancher/k3s/agent/images
@@ -81,6 +101,7 @@ NVIDIA_RUNTIME=none
 MANAGER=none
 SANS=""
 SOURCE=""
+K3S_RELEASE=""
 WORK=""
 
 say() { printf 'gpuprov-k3s-install: %s\n' "$*"; }
@@ -100,6 +121,7 @@ marker() {  # marker STATE [ERROR]
         echo "manager=$MANAGER"
         echo "changed=$CHANGED"
         echo "source=$SOURCE"
+        echo "k3s_version=$K3S_RELEASE"
         if [ -n "${2:-}" ]; then echo "error=$2"; fi
     } >"$tmp"
     chmod 0644 "$tmp"
@@ -109,6 +131,7 @@ marker() {  # marker STATE [ERROR]
 finish() {
     rc=$?
     if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
+    rm -f "$CANDIDATE"
     if [ "$rc" -ne 0 ]; then
         marker failed "$(printf '%s (exit %s)' "$STEP" "$rc" | tr '\n' ' ')"
         say "state=failed step=\"$STEP\" exit=$rc"
@@ -192,18 +215,26 @@ elif ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
     gpu_seen=true
 fi
 case "$GPU_MODE" in
-    true|yes|1) GPU=true ;;
-    false|no|0) GPU=false ;;
+    true|yes|1|on) GPU=true ;;
+    false|no|0|off) GPU=false ;;
     *) GPU=$gpu_seen ;;
 esac
 
-# --- the air-gap bundle -------------------------------------------------------------------
-case "$(uname -m)" in
-    x86_64|amd64) ARCH=amd64; RELEASE_BINARY=k3s ;;
-    aarch64|arm64) ARCH=arm64; RELEASE_BINARY=k3s-arm64 ;;
-    armv7*|armhf|arm) ARCH=arm; RELEASE_BINARY=k3s-armhf ;;
-    *) ARCH=$(uname -m); RELEASE_BINARY="k3s-$ARCH" ;;
+# --- this host's architecture, named as k3s's install.sh names it (setup_verify_arch) -------------
+# k3s publishes the binary as k3s${SUFFIX} (amd64: k3s, arm64: k3s-arm64, arm: k3s-armhf, s390x: k3s-s390x),
+# its checksums as sha256sum-<arch>.txt and its images as k3s-airgap-images-<arch>.tar[.zst|.gz].
+MACHINE=$(uname -m)
+ARCH_KNOWN=true
+case "$MACHINE" in
+    amd64|x86_64) ARCH=amd64; SUFFIX="" ;;
+    arm64|aarch64) ARCH=arm64; SUFFIX=-arm64 ;;
+    s390x) ARCH=s390x; SUFFIX=-s390x ;;
+    arm*) ARCH=arm; SUFFIX=-armhf ;;
+    *) ARCH=$MACHINE; SUFFIX=""; ARCH_KNOWN=false ;;
 esac
+RELEASE_BINARY="k3s$SUFFIX"
+
+# --- the air-gap bundle -------------------------------------------------------------------
 AIRGAP_IMAGES=""
 if [ -n "$AIRGAP_DIR" ]; then
     STEP="checking the air-gap bundle $AIRGAP_DIR"
@@ -213,7 +244,7 @@ if [ -n "$AIRGAP_DIR" ]; then
         if [ -f "$f" ]; then AIRGAP_IMAGES="$AIRGAP_IMAGES $f"; fi
     done
     [ -n "$AIRGAP_IMAGES" ] || fail "the air-gap bundle has no k3s-airgap-images-$ARCH.tar.zst (or .tar.gz, .tar)" \
-        "for this $(uname -m) host; without it pause and CoreDNS cannot start offline"
+        "for this $MACHINE host; without it pause and CoreDNS cannot start offline"
     plugin_images=""
     for f in "$AIRGAP_DIR"/*device-plugin*.tar "$AIRGAP_DIR"/*device-plugin*.tar.gz \
              "$AIRGAP_DIR"/*device-plugin*.tar.zst; do
@@ -228,7 +259,18 @@ if [ -n "$AIRGAP_DIR" ]; then
         for f in "$AIRGAP_DIR/$RELEASE_BINARY" "$AIRGAP_DIR/k3s"; do
             if [ -f "$f" ]; then GPUPROV_K3S_BINARY=$f; break; fi
         done
-        [ -n "${GPUPROV_K3S_BINARY:-}" ] || fail "the air-gap bundle has no k3s binary ($RELEASE_BINARY or k3s)"
+        if [ -z "${GPUPROV_K3S_BINARY:-}" ]; then
+            others=$(cd "$AIRGAP_DIR" && ls -d k3s-* 2>/dev/null | grep -v '^k3s-airgap-images' | tr '\n' ' ' || true)
+            wanted=$RELEASE_BINARY
+            [ "$RELEASE_BINARY" = k3s ] || wanted="$RELEASE_BINARY, as k3s publishes it, or k3s"
+            have=""
+            [ -z "$others" ] || have="; it has ${others% }, which k3s publishes for other architectures"
+            fail "the air-gap bundle has no k3s binary for this $MACHINE host ($wanted)$have"
+        fi
+    fi
+    if command -v ip >/dev/null 2>&1 && ! ip route show default 2>/dev/null | grep -q .; then
+        say "warning: this host has no default route; k3s needs one to find the node's address (k3s's air-gap" \
+            "docs: add a black-hole route via a dummy interface, see docs/airgap.md)"
     fi
 fi
 
@@ -291,6 +333,44 @@ install_toolkit() {  # from the air-gap bundle's packages, else NVIDIA's apt rep
         || fail "apt-get install nvidia-container-toolkit failed: $(tail -n 3 "$WORK/toolkit.log" | tr '\n' ' ')"
 }
 
+runtime_seen_by_k3s() {  # the k3s release to be started finds the runtime where it is; else fail saying why
+    STEP="checking that k3s $K3S_RELEASE finds the NVIDIA runtime"
+    on_path=$(command -v nvidia-container-runtime 2>/dev/null || true)
+    in_toolkit=""
+    if [ -x /usr/local/nvidia/toolkit/nvidia-container-runtime ]; then
+        in_toolkit=/usr/local/nvidia/toolkit/nvidia-container-runtime
+    fi
+    # Where k3s looks when it starts, by release (its pkg/agent/containerd runtime search):
+    #   before v1.29.2+k3s1   /usr/local/nvidia/toolkit and /usr/bin only (fixed locations)
+    #   from v1.29.2+k3s1     its PATH only (k3s #9311, exec.LookPath) ...
+    #   ... until k3s #10761 (backported to v1.29.10+k3s1, v1.30.6+k3s1, v1.31.2+k3s1; in v1.32.0+k3s1)
+    #                         puts /usr/local/nvidia/toolkit before its PATH
+    search=both
+    if [ "$K3S_MAJOR" -eq 1 ]; then
+        case "$K3S_MINOR" in
+            29) if [ "$K3S_PATCH" -lt 2 ]; then search=fixed; elif [ "$K3S_PATCH" -lt 10 ]; then search=path; fi ;;
+            30) if [ "$K3S_PATCH" -lt 6 ]; then search=path; fi ;;
+            31) if [ "$K3S_PATCH" -lt 2 ]; then search=path; fi ;;
+        esac
+    fi
+    case "$search" in
+        fixed)
+            if [ -z "$in_toolkit" ] && [ ! -x /usr/bin/nvidia-container-runtime ]; then
+                fail "k3s $K3S_RELEASE looks for nvidia-container-runtime only in /usr/local/nvidia/toolkit and" \
+                    "/usr/bin (before k3s #9311, v1.29.2+k3s1); this host has it at ${on_path:-no known place}, so k3s" \
+                    "would configure no nvidia runtime: set k3s_version to a later release"
+            fi ;;
+        path)
+            if [ -z "$on_path" ]; then
+                fail "k3s $K3S_RELEASE looks for nvidia-container-runtime only on its PATH (k3s #9311, from" \
+                    "v1.29.2+k3s1, until the backport of k3s #10761 in v1.29.10+k3s1, v1.30.6+k3s1 and v1.31.2+k3s1);" \
+                    "this host has it only in /usr/local/nvidia/toolkit, so k3s would configure no nvidia runtime:" \
+                    "set k3s_version to a release with the backport, or install the runtime on PATH (the NVIDIA" \
+                    "Container Toolkit's package puts it in /usr/bin)"
+            fi ;;
+    esac
+}
+
 if [ "$GPU" = true ]; then
     if toolkit_runtime; then
         NVIDIA_RUNTIME=present
@@ -349,29 +429,67 @@ fi
 SANS=$(printf '%s\n' "$sans_raw" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
 
 # --- the binary -------------------------------------------------------------------------
+shown() {  # what a command printed, on one line, quoted (or "nothing"), for an error message
+    if [ -z "$1" ]; then
+        printf 'nothing'
+    else
+        printf "'%s'" "$(printf '%s' "$1" | tr '\n' ' ' | sed 's/ *$//' | cut -c1-240)"
+    fi
+}
+
+check_binary() {  # check_binary FILE NAME: FILE runs here and says which k3s it is (sets K3S_RELEASE)
+    STEP="checking the k3s binary $2"
+    out=$("$1" --version 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        fail "the k3s binary $2 cannot run on this $MACHINE host: '--version' exited $rc and printed $(shown "$out")" \
+            "(a binary for another architecture? k3s publishes this host's as $RELEASE_BINARY)"
+    fi
+    line=$(printf '%s\n' "$out" | head -n 1)
+    K3S_RELEASE=$(printf '%s\n' "$line" \
+        | sed -n 's/^k3s version \(v[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*[^ ]*\).*$/\1/p')
+    if [ -z "$K3S_RELEASE" ]; then
+        fail "cannot read the version of the k3s binary $2: '--version' printed $(shown "$line")," \
+            "not 'k3s version v<major>.<minor>.<patch>+k3s<n> (<commit>)'"
+    fi
+}
+
+stage_binary() {  # stage_binary FILE NAME: check a copy of FILE next to $BIN, then make it $BIN
+    if [ -x "$BIN" ] && cmp -s "$1" "$BIN"; then
+        check_binary "$BIN" "$2"
+        return 0
+    fi
+    mkdir -p "$(dirname "$BIN")"
+    cp "$1" "$CANDIDATE"
+    chmod 0755 "$CANDIDATE"
+    check_binary "$CANDIDATE" "$2"
+    mv -f "$CANDIDATE" "$BIN"
+    CHANGED=true
+    RESTART=true
+}
+
 recorded=$(cat "$SOURCE_FILE" 2>/dev/null || true)
 if [ -n "${GPUPROV_K3S_BINARY:-}" ]; then
     STEP="installing k3s from $GPUPROV_K3S_BINARY"
     [ -f "$GPUPROV_K3S_BINARY" ] || fail "GPUPROV_K3S_BINARY: $GPUPROV_K3S_BINARY does not exist"
     SOURCE="file:$(sha256 "$GPUPROV_K3S_BINARY")"
-    if install_file "$GPUPROV_K3S_BINARY" "$BIN" 0755; then RESTART=true; fi
+    stage_binary "$GPUPROV_K3S_BINARY" "$GPUPROV_K3S_BINARY"
 elif [ -n "${GPUPROV_K3S_BINARY_URL:-}" ]; then
     STEP="installing k3s from $GPUPROV_K3S_BINARY_URL"
     SOURCE="url:$GPUPROV_K3S_BINARY_URL"
     if [ "$recorded" = "$SOURCE $(sha256 "$BIN" 2>/dev/null || true)" ] && [ -x "$BIN" ]; then
-        : # this URL's binary is installed and unchanged since
+        check_binary "$BIN" "$BIN (from $GPUPROV_K3S_BINARY_URL)"   # installed and unchanged since
     else
         fetch "$GPUPROV_K3S_BINARY_URL" "$WORK/k3s"
         if [ -n "${GPUPROV_K3S_BINARY_SHA256:-}" ] && [ "$(sha256 "$WORK/k3s")" != "$GPUPROV_K3S_BINARY_SHA256" ]; then
             fail "the binary from $GPUPROV_K3S_BINARY_URL does not match GPUPROV_K3S_BINARY_SHA256"
         fi
-        if install_file "$WORK/k3s" "$BIN" 0755; then RESTART=true; fi
+        stage_binary "$WORK/k3s" "$GPUPROV_K3S_BINARY_URL"
     fi
 else
     STEP="installing k3s with the official install script"
     SOURCE="official:${GPUPROV_K3S_VERSION:-stable}"
     if [ -x "$BIN" ] && [ "${recorded%% *}" = "$SOURCE" ]; then
-        :
+        check_binary "$BIN" "$BIN"
     elif has_systemd || [ -x /sbin/openrc-run ]; then
         fetch "${GPUPROV_K3S_INSTALL_SCRIPT_URL:-https://get.k3s.io}" "$WORK/get-k3s.sh"
         # The script installs the binary and the service; this installer starts it below.
@@ -379,10 +497,15 @@ else
             sh "$WORK/get-k3s.sh" server
         CHANGED=true
         RESTART=true
+        check_binary "$BIN" "$BIN (installed by ${GPUPROV_K3S_INSTALL_SCRIPT_URL:-https://get.k3s.io})"
     else
-        # No process supervisor the script knows: fetch the release binary itself.
+        # No process supervisor the script knows: fetch the release binary for this architecture
+        # and its checksum, as the script's download_and_verify does.
+        [ "$ARCH_KNOWN" = true ] || fail "k3s publishes no release binary for this $MACHINE host (its install.sh" \
+            "knows amd64, arm64, arm and s390x): set k3s_binary_src, k3s_binary_url or k3s_airgap_bundle"
         version="${GPUPROV_K3S_VERSION:-}"
         if [ -z "$version" ]; then
+            STEP="finding the stable k3s release"
             python3 - >"$WORK/version" <<'EOF'
 import urllib.request
 url = urllib.request.urlopen("https://update.k3s.io/v1-release/channels/stable", timeout=30).geturl()
@@ -390,21 +513,33 @@ print(url.rstrip("/").rsplit("/", 1)[-1])
 EOF
             version=$(cat "$WORK/version")
         fi
-        fetch "https://github.com/k3s-io/k3s/releases/download/$(printf '%s' "$version" | sed 's/+/%2B/g')/k3s" "$WORK/k3s"
-        if install_file "$WORK/k3s" "$BIN" 0755; then RESTART=true; fi
+        base="https://github.com/k3s-io/k3s/releases/download/$(printf '%s' "$version" | sed 's/+/%2B/g')"
+        STEP="downloading k3s $version for $ARCH ($base/$RELEASE_BINARY)"
+        fetch "$base/sha256sum-$ARCH.txt" "$WORK/sha256sum.txt" || fail "cannot download $base/sha256sum-$ARCH.txt"
+        expected=$(sed -n "s/^\([0-9a-f]\{64\}\)[[:blank:]][[:blank:]]*[*]\{0,1\}$RELEASE_BINARY\$/\1/p" \
+            "$WORK/sha256sum.txt" | head -n 1)
+        [ -n "$expected" ] || fail "$base/sha256sum-$ARCH.txt lists no $RELEASE_BINARY"
+        fetch "$base/$RELEASE_BINARY" "$WORK/k3s" || fail "cannot download $base/$RELEASE_BINARY"
+        [ "$(sha256 "$WORK/k3s")" = "$expected" ] \
+            || fail "$base/$RELEASE_BINARY does not match its checksum in sha256sum-$ARCH.txt"
+        stage_binary "$WORK/k3s" "$base/$RELEASE_BINARY"
     fi
 fi
 [ -x "$BIN" ] || fail "$BIN is missing after the install"
+release_numbers=$(printf '%s\n' "$K3S_RELEASE" | sed -n 's/^v\([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p')
+K3S_MAJOR=${release_numbers%% *}
+K3S_PATCH=${release_numbers##* }
+K3S_MINOR=${release_numbers#* }
+K3S_MINOR=${K3S_MINOR%% *}
 if [ "$GPU" = true ]; then
     # v1.29.0+k3s1's release notes add default-runtime (k3s #8936) and allow it on servers (#9027);
     # backports to older lines are not relied on.
     STEP="checking the k3s version takes default-runtime"
-    k3s_release=$("$BIN" --version 2>/dev/null | head -n 1)
-    major_minor=$(printf '%s\n' "$k3s_release" | sed -n 's/^k3s version v\([0-9][0-9]*\)\.\([0-9][0-9]*\)\..*/\1 \2/p')
-    if [ -n "$major_minor" ] && [ "${major_minor%% *}" -eq 1 ] && [ "${major_minor##* }" -lt 29 ]; then
-        fail "$k3s_release is older than v1.29.0+k3s1, whose release notes add default-runtime on servers," \
-            "which GPU VMs need (set k3s_version)"
+    if [ "$K3S_MAJOR" -eq 1 ] && [ "$K3S_MINOR" -lt 29 ]; then
+        fail "k3s version $K3S_RELEASE is older than v1.29.0+k3s1, whose release notes add default-runtime on" \
+            "servers, which GPU VMs need (set k3s_version)"
     fi
+    runtime_seen_by_k3s
 fi
 echo "$SOURCE $(sha256 "$BIN")" >"$SOURCE_FILE.new" && mv -f "$SOURCE_FILE.new" "$SOURCE_FILE"
 
@@ -431,13 +566,14 @@ STEP="rendering $CONFIG"
     if [ "$GPU" = true ]; then
         echo "default-runtime: nvidia"
         echo "node-label:"
-        echo "  - \"gpuprov.cloud/gpu=true\""
+        echo "  - \"$GPU_LABEL=true\""
     fi
     if [ -n "${GPUPROV_K3S_EXTRA_CONFIG:-}" ]; then printf '%s\n' "$GPUPROV_K3S_EXTRA_CONFIG"; fi
 } >"$WORK/config.yaml"
 if install_file "$WORK/config.yaml" "$CONFIG" 0600; then RESTART=true; fi
 
 # --- GPU: the NVIDIA device plugin, deployed by k3s from its manifests folder -------------
+# NVIDIA's static manifest (deployments/static/nvidia-device-plugin.yml of the release), on GPU nodes only.
 if [ "$GPU" = true ]; then
     STEP="writing the NVIDIA device plugin manifest"
     cat >"$WORK/plugin.yaml" <<EOF
@@ -445,7 +581,7 @@ if [ "$GPU" = true ]; then
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:
-  name: nvidia-device-plugin-daemonset
+  name: $PLUGIN_DAEMONSET
   namespace: kube-system
 spec:
   selector:
@@ -459,7 +595,7 @@ spec:
         name: nvidia-device-plugin-ds
     spec:
       nodeSelector:
-        gpuprov.cloud/gpu: "true"
+        $GPU_LABEL: "true"
       tolerations:
         - key: nvidia.com/gpu
           operator: Exists
@@ -469,59 +605,62 @@ spec:
         - name: nvidia-device-plugin-ctr
           image: $PLUGIN_IMAGE
           imagePullPolicy: IfNotPresent
-          env:
-            - name: FAIL_ON_INIT_ERROR
-              value: "false"
           securityContext:
             allowPrivilegeEscalation: false
             capabilities:
               drop: ["ALL"]
           volumeMounts:
-            - name: device-plugin
+            - name: kubelet-device-plugins-dir
               mountPath: /var/lib/kubelet/device-plugins
       volumes:
-        - name: device-plugin
+        - name: kubelet-device-plugins-dir
           hostPath:
             path: /var/lib/kubelet/device-plugins
+            type: Directory
 EOF
+    # Recorded first: GPU off must know to remove what k3s made from the manifest.
+    [ -f "$GPU_RECORD" ] || echo "addon=$PLUGIN_ADDON daemonset=kube-system/$PLUGIN_DAEMONSET label=$GPU_LABEL" >"$GPU_RECORD"
     install_file "$WORK/plugin.yaml" "$PLUGIN_MANIFEST" 0644 || true
 elif [ -f "$PLUGIN_MANIFEST" ]; then
+    STEP="removing the NVIDIA device plugin manifest (GPU off)"
+    [ -f "$GPU_RECORD" ] || echo "addon=$PLUGIN_ADDON daemonset=kube-system/$PLUGIN_DAEMONSET label=$GPU_LABEL" >"$GPU_RECORD"
     rm -f "$PLUGIN_MANIFEST"
     CHANGED=true
 fi
+
+# --- k3s's install script for the air-gap install (systemd or OpenRC hosts) ---------------
+INSTALL_SCRIPT_FROM=""
+airgap_install_script() {  # $WORK/install.sh: the bundle's install.sh, else GPUPROV_K3S_INSTALL_SCRIPT_URL
+    script_url="${GPUPROV_K3S_INSTALL_SCRIPT_URL:-https://get.k3s.io}"
+    if [ -n "$AIRGAP_DIR" ] && [ -f "$AIRGAP_DIR/install.sh" ]; then
+        INSTALL_SCRIPT_FROM="$AIRGAP_DIR/install.sh"
+        cp "$AIRGAP_DIR/install.sh" "$WORK/install.sh"
+    elif fetch "$script_url" "$WORK/install.sh" 2>"$WORK/fetch.log"; then
+        INSTALL_SCRIPT_FROM="$script_url"
+    else
+        fail "k3s's air-gap install runs k3s's install script with INSTALL_K3S_SKIP_DOWNLOAD=true, and this host" \
+            "has none: ${AIRGAP_DIR:+the air-gap bundle has no install.sh and }$script_url cannot be downloaded" \
+            "(put https://get.k3s.io in the bundle as install.sh, or set k3s_install_script_url to a copy this VM" \
+            "can reach)"
+    fi
+}
 
 # --- run k3s: systemd where it is PID 1, a pid file elsewhere ---------------------------
 if has_systemd; then
     MANAGER=systemd
     STEP="starting k3s with systemd"
     if [ ! -f "$UNIT" ] && [ ! -f /usr/lib/systemd/system/k3s.service ] && [ ! -f /lib/systemd/system/k3s.service ]; then
-        cat >"$WORK/k3s.service" <<EOF
-[Unit]
-Description=Lightweight Kubernetes (installed by gpuprov.cloud)
-Documentation=https://k3s.io
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=notify
-ExecStartPre=-/sbin/modprobe br_netfilter
-ExecStartPre=-/sbin/modprobe overlay
-ExecStart=$BIN server
-KillMode=process
-Delegate=yes
-LimitNOFILE=1048576
-LimitNPROC=infinity
-LimitCORE=infinity
-TasksMax=infinity
-TimeoutStartSec=0
-Restart=always
-RestartSec=5s
-
-[Install]
-WantedBy=multi-user.target
-EOF
-        install_file "$WORK/k3s.service" "$UNIT" 0644 || true
+        # k3s's air-gap install: its install script with the binary in place (INSTALL_K3S_SKIP_DOWNLOAD=true)
+        # writes k3s's own unit (EnvironmentFile=-/etc/systemd/system/k3s.service.env, where K3S_* and
+        # HTTP_PROXY/HTTPS_PROXY/NO_PROXY from this environment go), k3s-killall.sh and k3s-uninstall.sh.
+        STEP="installing k3s's service with its install script (INSTALL_K3S_SKIP_DOWNLOAD=true)"
+        airgap_install_script
+        INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_SKIP_START=true INSTALL_K3S_SKIP_ENABLE=true \
+            INSTALL_K3S_BIN_DIR="$(dirname "$BIN")" sh "$WORK/install.sh" server >"$WORK/install.log" 2>&1 \
+            || fail "k3s's install script ($INSTALL_SCRIPT_FROM) failed: $(tail -n 3 "$WORK/install.log" | tr '\n' ' ')"
+        [ -f "$UNIT" ] || fail "k3s's install script ($INSTALL_SCRIPT_FROM) wrote no $UNIT"
         systemctl daemon-reload
+        CHANGED=true
         RESTART=true
     fi
     if ! systemctl is-enabled --quiet k3s 2>/dev/null; then systemctl enable k3s >/dev/null 2>&1; CHANGED=true; fi
@@ -574,6 +713,54 @@ if [ "$MANAGER" = systemd ]; then
         sleep 1
         waited=$((waited + 1))
     done
+fi
+
+# --- GPU off: remove what the GPU path deployed -------------------------------------------
+# k3s deletes no object when its manifest is removed (Managing Packaged Components) and only ever adds
+# the config's node labels (updateMutableLabels), so the device plugin's DaemonSet, its AddOn and the
+# node label stay unless removed here. The record says there is something to remove: a run with nothing
+# to remove asks the API nothing.
+kubectl_k3s() { KUBECONFIG="$KUBECONFIG_FILE" "$BIN" kubectl "$@"; }
+
+remove_gpu_objects() {
+    STEP="waiting for the k3s API to remove the NVIDIA device plugin (GPU off)"
+    waited=0
+    until kubectl_k3s get nodes -o name >"$WORK/kubectl.log" 2>&1; do
+        [ "$waited" -lt "$START_WAIT" ] || fail "the k3s API did not answer within ${START_WAIT}s:" \
+            "$(tail -n 2 "$WORK/kubectl.log" | tr '\n' ' ')"
+        sleep 1
+        waited=$((waited + 1))
+    done
+    removed=""
+    for object in "daemonset $PLUGIN_DAEMONSET" "addon $PLUGIN_ADDON"; do
+        kind=${object%% *}
+        name=${object#* }
+        STEP="removing the $kind kube-system/$name (GPU off)"
+        found=$(kubectl_k3s get "$kind" "$name" -n kube-system -o name --ignore-not-found 2>"$WORK/kubectl.log") \
+            || fail "kubectl get $kind $name failed: $(tail -n 2 "$WORK/kubectl.log" | tr '\n' ' ')"
+        if [ -n "$found" ]; then
+            kubectl_k3s delete "$kind" "$name" -n kube-system --ignore-not-found >/dev/null 2>"$WORK/kubectl.log" \
+                || fail "kubectl delete $kind $name failed: $(tail -n 2 "$WORK/kubectl.log" | tr '\n' ' ')"
+            removed="$removed $found"
+        fi
+    done
+    STEP="removing the node label $GPU_LABEL (GPU off)"
+    nodes=$(kubectl_k3s get nodes -l "$GPU_LABEL" -o name 2>"$WORK/kubectl.log") \
+        || fail "kubectl get nodes -l $GPU_LABEL failed: $(tail -n 2 "$WORK/kubectl.log" | tr '\n' ' ')"
+    for node in $nodes; do
+        kubectl_k3s label "$node" "$GPU_LABEL-" >/dev/null 2>"$WORK/kubectl.log" \
+            || fail "kubectl label $node $GPU_LABEL- failed: $(tail -n 2 "$WORK/kubectl.log" | tr '\n' ' ')"
+        removed="$removed $node:$GPU_LABEL"
+    done
+    if [ -n "$removed" ]; then
+        CHANGED=true
+        say "GPU off: removed$removed"
+    fi
+    rm -f "$GPU_RECORD"
+}
+
+if [ "$GPU" != true ] && [ -f "$GPU_RECORD" ]; then
+    remove_gpu_objects
 fi
 
 STEP="done"

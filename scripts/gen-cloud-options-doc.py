@@ -5,8 +5,9 @@
 (plugins/module_utils/providers/cloud_options/<cloud>.py, listed in the registry), so that it
 cannot drift from what the adapters accept. Each cloud's options are documented once:
 
-* docs/clouds/<cloud>.md: one page per cloud (its credentials, then each option with its type,
-  default, choices, aliases, environment variables and description), and docs/clouds/README.md,
+* docs/clouds/<cloud>.md: one page per cloud (its credentials, what it does with the user's tags,
+  then each option with its type, default, choices, aliases, environment variables and description;
+  ``CREDENTIALS``, ``TAGS`` and ``OPTIONS`` of its declaration), and docs/clouds/README.md,
   the list of clouds; the docs site (docs/site/build.py) shows them as its Clouds pages;
 * plugins/doc_fragments/cloud_options.py: the O(cloud_options) of the modules, a dict whose
   description points at those pages (a module's page stays about what the module does).
@@ -213,6 +214,8 @@ def render_page(cloud, declaring, spec, options) -> str:
              "variable `gpuprov_cloud_options` (a dict keyed by cloud name); the [list of clouds](README.md) says "
              "how they are checked." % _code("cloud_options.%s" % cloud), "",
              "## Credentials", "", _credentials_text(cloud, declaring, options), "",
+             "## Tags", "", markdown(declaring.TAGS) + " (The user's tags are the `tags` option of `vm` and "
+             "`instance`; gpuprov's identity tags always win.)", "",
              "## Options", "",
              "| Option | Type | Default | Environment |", "|---|---|---|---|"]
     for name in sorted(spec):

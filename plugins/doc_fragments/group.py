@@ -60,16 +60,12 @@ options:
     type: int
   lease_ttl:
     description:
-      - Seconds the journal lease of a run on the VM lasts. A run holds the VM's lease while it works on it and
-        renews it every third of this; another run on the same VM is refused meanwhile, with a message naming
-        the holder and when its lease expires.
-      - A run killed while it holds the lease (an AWX job killed, its node lost) blocks the VM until the lease
-        expires; one killed on this host is taken over at once, as its process is provably gone. Under AWX with
-        several nodes, a shorter lease frees the VM sooner, at the cost of more journal writes (one renewal every
-        O(lease_ttl)/3 seconds per running task). The holder's setting decides when its lease expires.
-      - The expiry is judged by the PostgreSQL server's clock for a PostgreSQL journal, by the controllers' clocks
-        for an SQLite journal.
-      - From 10 to 3600. Unset means E(GPUPROV_LEASE_TTL), else 120.
+      - Seconds the journal lease of a run on the VM lasts, from 10 to 3600; unset means E(GPUPROV_LEASE_TTL), else
+        120. A run holds it while it works on the VM and renews it every third of this; another run on the VM is
+        refused meanwhile, naming the holder and when its lease expires.
+      - A run killed elsewhere (an AWX node lost) blocks the VM until its lease expires, by the PostgreSQL server's
+        clock (the controllers' for SQLite); one killed on this host is taken over at once. A shorter lease frees
+        the VM sooner, for more journal writes.
     type: int
 """
 

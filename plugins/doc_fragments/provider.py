@@ -124,18 +124,10 @@ options:
     description:
       - Tags for cost allocation, on every resource gpuprov makes for the VM where the cloud takes tags or labels,
         for example a C(team) and a C(cost-center) tag. Values are strings; numbers and booleans become strings.
-      - V(aws) tags the instance, its volumes and its security group; a C(Name) tag names them in the console
-        in place of gpuprov's (the VM name, the group's name). V(gcp) labels the instance and its boot disk
-        (firewall rules take no labels); GCP label rules apply, so names and values are lower-cased, and a name
-        or value that still breaks them (a name starts with a letter; both at most 63 letters, digits, C(_) and
-        C(-)), or two names that differ only in case, is refused before any call, naming it. V(docker) labels
-        the container. V(digitalocean) tags the droplet C(<name>:<value>) (a name holding C(:) is refused). V(nebius)
-        labels the instance and its boot disk. V(hyperstack) labels the VM C(<name>=<value>) (a tag with a space
-        is refused, since Hyperstack reads a space as the start of another label, as is a name holding C(=)).
-        V(lambda) tags the instance. V(local) keeps them with the instance's record. The other clouds
-        (V(runpod), V(primeintellect), V(verda), V(massedcompute)) take no tags and ignore them.
+      - What each cloud tags, and its rules for names and values, is on its page (C(docs/clouds/<cloud>.md));
+        V(runpod), V(primeintellect), V(verda) and V(massedcompute) take no tags and ignore them.
       - They are merged with gpuprov's identity tags, C(gpuprov-vm-name) and C(gpuprov-journal-id), which every
-        resource carries and which always win. A name starting with C(gpuprov-) is refused with an error naming
-        it, as is a tag the cloud cannot hold. Every tag list sent to a cloud names each tag once.
+        resource carries and which always win. A name starting with C(gpuprov-), or a tag the cloud cannot hold,
+        is refused before any call, naming it. Every tag list sent to a cloud names each tag once.
     type: dict
 """

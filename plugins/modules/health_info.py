@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: health_info
-short_description: Compare what the gpuprov journal says with the clouds, SSH and k3s, and call out every disagreement
+short_description: Check the journal against clouds, SSH, k3s
 version_added: 0.1.0
 description:
   - For every VM in the journal written by M(gpuprov.cloud.vm) (or only O(name)), reads the journal's state and
@@ -16,8 +16,8 @@ description:
     state, reasons and findings), then logs in over SSH with the collection's key and the VM's pinned host key,
     and asks k3s C(/readyz) through the access path the user has (directly, or through an SSH tunnel as
     C(gpuprov.cloud.tunnel) makes it) with the VM's recorded kubeconfig.
-  - The cloud is reached with the adapter options journalled for the VM (where it was made) over O(cloud_options)
-    (which bring the credentials), and with the journal's id, exactly as the VM's own runs reach it.
+  - The cloud is reached as the VM's own runs reach it, with the options journalled for the VM, O(cloud_options)
+    bringing the credentials.
   - "Disagreements (RV(disagreements)), each with the fix: V(instance_gone) (the journal says Ready, the instance is
     gone), V(instance_not_running) (Ready, but the instance is stopped or failed), V(untracked_instance) (an
     instance of this journal runs while the journal says Done, Aborted, or has no row), V(extra_instance) (a second
@@ -28,14 +28,10 @@ description:
   - A VM a live run is working on is not judged (what the run has not committed yet is no disagreement).
   - What cannot be checked (a cloud that does not answer, missing credentials, no pinned host key, no
     kubeconfig) is listed in RV(unknown), never guessed.
-  - Read-only. Never changes the journal, the cloud or a kubeconfig, and never reports a change. The SSH login is
-    checked against the host key the journal pinned for the VM, so a new controller (a new AWX job) checks every
-    VM; a VM whose host key is pinned nowhere is reported in RV(unknown), never pinned. Outside check mode,
-    C(known_hosts) and the ssh config in the state directory are generated from the journal first, as every
-    M(gpuprov.cloud.vm) run does (the tunnelled k3s check uses them).
-    The task does not fail on a disagreement; RV(healthy) says whether there is one
-    (the C(gpuprov.cloud.health) playbook fails on it unless told not to).
-  - Runs on the controller through its action plugin.
+  - Runs on the controller through its action plugin, read-only; never reports a change. The SSH login is
+    checked against the host key the journal pinned (a VM pinned nowhere is in RV(unknown)), so a new controller
+    checks every VM; outside check mode the ssh config and C(known_hosts) are first generated from the journal, as
+    M(gpuprov.cloud.vm) does. A disagreement does not fail the task; RV(healthy) says whether there is one.
 requirements:
   - paramiko (for the SSH login check; C(requirements/base.txt) and every C(requirements/<cloud>.txt) of the
     collection)

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: instance
-short_description: Make sure one cloud instance of a VM name exists (prepare, observe or create), or is gone
+short_description: Ensure one cloud instance of a VM, or none
 version_added: 0.1.0
 description:
   - Calls the cloud adapter's primitives for one VM name on one offer, idempotently.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: instance_info
-short_description: Find the cloud instances of a VM name at a location
+short_description: Find the cloud instances of a VM name
 version_added: 0.1.0
 description:
   - Calls the cloud adapter's C(observe) primitive for one VM name and returns every instance that carries its

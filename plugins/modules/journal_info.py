@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: journal_info
-short_description: List the VMs in the gpuprov journal with their state and last transitions
+short_description: List the VMs of the journal and their state
 version_added: 0.1.0
 description:
   - Reads the SQLite journal written by M(gpuprov.cloud.vm) and returns the VMs with their machine state,

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: k3s_kubeconfig
-short_description: Write a VM's k3s kubeconfig on the controller, named after the VM
+short_description: Write a VM's kubeconfig (internal, k3s role)
 version_added: 0.1.0
 description:
   - Turns the VM's C(/etc/rancher/k3s/k3s.yaml) (read with M(ansible.builtin.slurp)) into a kubeconfig whose

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: offers
-short_description: List the offers a launch would try across clouds, with price and why an offer is unavailable
+short_description: List the offers a VM launch would try
 version_added: 0.1.0
 description:
   - Calls each cloud adapter's C(plan) primitive for the request, in the order of O(clouds), and returns every

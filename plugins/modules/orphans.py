@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: orphans
-short_description: Find, and on request remove, every gpuprov resource that no journal row owns
+short_description: Find or remove what no journal row owns
 version_added: 0.1.0
 description:
   - Lists every resource that carries gpuprov's identity (the tag or label C(gpuprov-vm-name), or the name

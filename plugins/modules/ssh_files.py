@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ssh_files
-short_description: Write the controller's known_hosts and ssh config for the VMs in the gpuprov journal
+short_description: Write ssh config (internal, tunnel playbook)
 version_added: 0.1.0
 description:
   - Generates C(known_hosts) and the ssh config (one C(Host) block per VM, with its C(HostKeyAlias) and
@@ -56,8 +56,6 @@ options:
         task's C(ansible_ssh_private_key_file) (an AWX Machine credential), else the collection's own key,
         C(<state dir>/id_ed25519), as for M(gpuprov.cloud.vm).
     type: path
-  cloud_options:
-    description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
 """
 
 EXAMPLES = r"""

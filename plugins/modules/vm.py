@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: vm
-short_description: Get a VM from whichever cloud has one, or tear it down, with a crash-safe journal
+short_description: Get a GPU VM from any cloud, or tear it down
 version_added: 0.1.0
 description:
   - Runs the launch machine (O(state=present)) or the teardown machine (O(state=absent)) for one VM name on
@@ -24,14 +24,10 @@ description:
     C(Include <state dir>/ssh_config) to C(~/.ssh/config) once to use C(ssh <name>). Both files are generated
     from the journal before each use, so a controller with an empty state directory (a new AWX job) reaches,
     checks and tears down every VM of the journal.
-  - The SSH private key is, in this order, O(ssh_key), E(GPUPROV_SSH_KEY_FILE), the task's
-    C(ansible_ssh_private_key_file) (what AWX's Machine credential sets), else C(<state dir>/id_ed25519),
-    generated on first use. The journal records the fingerprint of the public key each VM was made with; a
-    run with another key fails, naming both fingerprints, before it touches the VM. O(state=absent) needs no key.
-  - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed) while it runs, and while a
-    wait repeats the same status (booting, waiting for SSH) a C(still <state>) line with the time spent in that
-    state and the last observed status at least every 15 seconds.
-  - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
+  - The SSH key is chosen as O(ssh_key) says; a run holding another key than the VM was made with fails, naming
+    both fingerprints, before it touches the VM. O(state=absent) needs no key.
+  - Prints live progress lines (state, offer n of m, why an offer was skipped, elapsed), and a C(still <state>)
+    line at least every 15 seconds while a wait repeats the same status.
   - This module runs through its action plugin on the controller; it never connects to the target host.
 requirements:
   - paramiko (for the SSH check of every VM it launches; C(requirements/base.txt) and every
@@ -117,12 +113,8 @@ options:
         amazon.aws does. gpuprov's own tags (C(gpuprov-*), C(Name) on AWS) and the cloud's reserved ones are never
         removed. V(false) only adds and updates.
       - With O(tags) unset, the tags of an existing VM are left as they are.
-      - The tags of an existing VM are changed on V(aws) (instance, volumes, security group), V(gcp) (the labels
-        of the instance and its boot disk; GCP applies them when its operations end, and a run that finds them not
-        applied yet sets them again), V(digitalocean), V(nebius) (the instance; its boot disk keeps its create-time labels),
-        V(hyperstack) and V(local). V(docker) (a container's labels are fixed) and V(lambda) (its API changes only
-        an instance's name) cannot change them; a change is reported in a warning once per asked-for change, and
-        the VM keeps the tags it was made with (O(recreate) does not replace a VM for its tags).
+      - Whether a cloud can change the tags of an existing VM is on its page (C(docs/clouds/<cloud>.md)); where it
+        cannot, a warning says so and the VM keeps its tags (O(recreate) does not replace a VM for its tags).
     type: bool
     default: true
   boot_script:
@@ -148,10 +140,8 @@ notes:
   - A teardown that cannot finish ends in state C(Leaked), listed by the status playbook; the next run of
     C(present) or C(absent) for the name starts by resolving it.
   - Everything needed to reach a VM lives in the journal (endpoint, pinned host key, key fingerprint); the
-    state directory only caches what is generated from it. The one exception is the V(local) cloud, whose
-    instance records (C(<root>/<name>/<instance id>/), the cloud side of a loopback VM) stay on the machine
-    that made them. Controllers sharing a journal must share that folder too (the V(local) cloud's C(root)
-    option, journalled with the VM), and a new machine cannot see such a VM.
+    state directory only caches what is generated from it, except the V(local) cloud's instance records (its
+    page, C(docs/clouds/local.md), says what that means for controllers sharing a journal).
 seealso:
   - name: Provision playbook
     description: C(ansible-playbook gpuprov.cloud.provision -e vm=... -e gpu=...)
@@ -289,19 +279,12 @@ search:
 plan:
   description:
     - In check mode, the offers the search would try, in order (empty when the VM is kept).
+    - Each with C(rank) (its place in the search, from 1), C(offer_id), C(cloud), C(region), C(zone),
+      C(instance_type), C(gpu), C(gpu_count) and C(price_per_hour), as M(gpuprov.cloud.offers) returns them in
+      its RV(gpuprov.cloud.offers#module:offers).
   returned: check mode and O(state=present)
   type: list
   elements: dict
-  contains:
-    rank: {description: "The offer's place in the search, from 1.", type: int, sample: 1}
-    offer_id: {description: The offer's id., type: str, sample: "aws:us-east-1:p5.48xlarge"}
-    cloud: {description: Cloud., type: str, sample: aws}
-    region: {description: Region., type: str, sample: us-east-1}
-    zone: {description: "Zone, where the cloud has them.", type: str}
-    instance_type: {description: Instance type., type: str, sample: p5.48xlarge}
-    gpu: {description: GPU model., type: str, sample: H100}
-    gpu_count: {description: GPU count., type: int, sample: 8}
-    price_per_hour: {description: "Hourly price in US dollars, where known.", type: float}
 history:
   description:
     - The offers this run's search tried, in order, each with its outcome and classified error; the offer the VM

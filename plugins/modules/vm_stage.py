@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: vm_stage
-short_description: Record a VM's k3s stage in the gpuprov journal
+short_description: Record a VM's k3s stage (internal, k3s role)
 version_added: 0.1.0
 description:
   - Writes O(stage) (prefixed C(k3s:)) to the C(stage) column of the VM's row in the journal written by
@@ -65,8 +65,6 @@ options:
       - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
         E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
     type: str
-  cloud_options:
-    description: Shared by the module_defaults group; ignored by this module, which reads only the journal.
 """
 
 EXAMPLES = r"""

@@ -261,6 +261,9 @@ def test_a_systemd_host_gets_k3s_service_from_k3s_install_script_with_skip_downl
     systemd_host(vm)
     files = airgap_bundle("amd64")
     files["%s/install.sh" % BUNDLE] = (FIXTURES / "fake-k3s-install.sh").read_bytes()
+    # the unit an earlier installer wrote itself is replaced by k3s's
+    files["/etc/systemd/system/k3s.service"] = (b"[Unit]\nDescription=Lightweight Kubernetes (installed by gpuprov.cloud)"
+                                                b"\n\n[Service]\nExecStart=/usr/local/bin/k3s server\n")
     vm.put(files)
     code, out = vm.run(GPUPROV_K3S_AIRGAP_DIR=BUNDLE, HTTPS_PROXY="http://proxy.internal:3128",
                        K3S_NODE_NAME="sysd-node")

@@ -89,6 +89,12 @@ def home(tmp_path, monkeypatch):
 def test_vm_on_the_local_cloud_returns_what_its_documentation_says(home):
     checked = VmService(dict(VM)).run(check_mode=True, diff=True)
     assert_matches("vm", checked)
+    # The plan's offers have the fields its description names, as the offers module documents them.
+    named = set(re.findall(r"C\((\w+)\)", return_spec("vm")["plan"]["description"][1]))
+    offers_doc = return_spec("offers")["offers"]["contains"]
+    assert checked["plan"] and all(set(row) == named for row in checked["plan"]), checked["plan"]
+    assert named <= set(offers_doc)
+    assert [m for row in checked["plan"] for m in mismatches({k: offers_doc[k] for k in named}, row, "plan.", False)] == []
     up = VmService(dict(VM)).run(diff=True)
     assert_matches("vm", up)
     # The host key fingerprint is what the documentation says: SHA256:<base64>, its type apart.

@@ -649,7 +649,9 @@ airgap_install_script() {  # $WORK/install.sh: the bundle's install.sh, else GPU
 if has_systemd; then
     MANAGER=systemd
     STEP="starting k3s with systemd"
-    if [ ! -f "$UNIT" ] && [ ! -f /usr/lib/systemd/system/k3s.service ] && [ ! -f /lib/systemd/system/k3s.service ]; then
+    # The unit earlier installers wrote themselves (no EnvironmentFile, no killall/uninstall scripts) is replaced.
+    if { [ ! -f "$UNIT" ] && [ ! -f /usr/lib/systemd/system/k3s.service ] && [ ! -f /lib/systemd/system/k3s.service ]; } \
+            || grep -q '^Description=.*(installed by gpuprov.cloud)' "$UNIT" 2>/dev/null; then
         # k3s's air-gap install: its install script with the binary in place (INSTALL_K3S_SKIP_DOWNLOAD=true)
         # writes k3s's own unit (EnvironmentFile=-/etc/systemd/system/k3s.service.env, where K3S_* and
         # HTTP_PROXY/HTTPS_PROXY/NO_PROXY from this environment go), k3s-killall.sh and k3s-uninstall.sh.

@@ -12,6 +12,11 @@ DEFAULT_CONTROLLER_IP_URL = "https://checkip.amazonaws.com"
 # What the documentation says of the cloud, above its options.
 DESCRIPTION = "The V(aws) cloud: Amazon EC2, through boto3."
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Tags the instance, its volumes and its security group; a C(Name) tag names them in the console in place "
+        "of gpuprov's (the VM name, the group's name). The tags of a VM that is already there are changed in "
+        "place.")
+
 OPTIONS = dict(
     aws_access_key_id=dict(
         type="str", no_log=True, fallback=shared.from_environment("AWS_ACCESS_KEY_ID"),

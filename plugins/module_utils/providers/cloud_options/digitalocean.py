@@ -18,6 +18,10 @@ DESCRIPTION = ("The V(digitalocean) cloud: DigitalOcean GPU Droplets, through it
 TOKEN_ENVIRONMENT = ("DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN", "DO_API_KEY",
                      "DO_OAUTH_TOKEN")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Tags the droplet C(<name>:<value>); a name holding C(:) is refused. The tags of a VM that is already "
+        "there are changed in place.")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://api.digitalocean.com/v2"),
     api_key=dict(shared.api_key(*TOKEN_ENVIRONMENT), aliases=["api_token"], description=(

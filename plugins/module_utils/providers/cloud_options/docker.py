@@ -14,6 +14,10 @@ DEFAULT_PYTHON = "/usr/bin/python3"   # scripts/build-base-image.sh installs pyt
 # What the documentation says of the cloud, above its options.
 DESCRIPTION = "The V(docker) test cloud: each VM is a container running sshd on a Docker engine."
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Labels the container. A container's labels are fixed: those of a VM that is already there cannot change "
+        "(a warning says so once per asked-for change, and the VM keeps the labels it was made with).")
+
 OPTIONS = dict(
     docker_host=dict(
         type="str", fallback=shared.from_environment("DOCKER_HOST"),

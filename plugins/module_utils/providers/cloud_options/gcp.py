@@ -10,6 +10,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import opt
 # What the documentation says of the cloud, above its options.
 DESCRIPTION = "The V(gcp) cloud: Google Compute Engine, through google-cloud-compute."
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Labels the instance and its boot disk (firewall rules take no labels). GCP's label rules apply: names "
+        "and values are lower-cased, and a name or value that still breaks them (a name starts with a letter; "
+        "both at most 63 letters, digits, C(_) and C(-)), or two names that differ only in case, is refused "
+        "before any call, naming it. The labels of a VM that is already there are changed in place; GCP applies "
+        "them when its operations end, and a run that finds them not applied yet sets them again.")
+
 OPTIONS = dict(
     project=dict(
         type="str", fallback=shared.from_environment("GCP_PROJECT", "GCE_PROJECT"),

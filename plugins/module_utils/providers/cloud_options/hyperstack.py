@@ -13,6 +13,11 @@ DESCRIPTION = ("The V(hyperstack) cloud: Hyperstack (NexGen Cloud) VMs, through 
                "empty; each VM carries its own security rules and a public IP; a boot script runs as cloud-init "
                "user data.")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Labels the VM C(<name>=<value>); a tag with a space is refused (Hyperstack reads a space as the start of "
+        "another label), as is a name holding C(=). The labels of a VM that is already there are changed in "
+        "place.")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://infrahub-api.nexgencloud.com/v1"),
     api_key=dict(shared.api_key("HYPERSTACK_API_KEY"), description=(

@@ -11,6 +11,11 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import opt
 DESCRIPTION = ("The V(lambda) cloud: Lambda Cloud (Lambda Labs) VMs, through its REST API v1. A boot script runs "
                "as cloud-init user data; each VM gets its own firewall ruleset.")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Tags the instance. Lambda's API changes only an instance's name, so the tags of a VM that is already "
+        "there cannot change (a warning says so once per asked-for change, and the VM keeps the tags it was made "
+        "with).")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://cloud.lambda.ai/api/v1"),
     api_key=dict(shared.api_key("LAMBDA_API_KEY"), description=(

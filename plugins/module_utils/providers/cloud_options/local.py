@@ -6,7 +6,13 @@
 from __future__ import annotations
 
 # What the documentation says of the cloud, above its options.
-DESCRIPTION = "The V(local) cloud: each VM is an sshd on a loopback port of the controller; no credentials."
+DESCRIPTION = ("The V(local) cloud: each VM is an sshd on a loopback port of the controller; no credentials. Its "
+               "instance records (C(<root>/<name>/<instance id>/), the cloud side of a loopback VM) stay on the "
+               "machine that made them: controllers sharing a journal must share that folder too (the C(root) "
+               "option, journalled with the VM), and a new machine cannot see such a VM.")
+
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Keeps them with the instance's record; those of a VM that is already there are changed in place.")
 
 OPTIONS = dict(
     root=dict(type="path", description="Folder of the instances' state. Unset: C(<state dir>/local)."),

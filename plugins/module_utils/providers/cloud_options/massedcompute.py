@@ -12,6 +12,9 @@ DESCRIPTION = ("The V(massedcompute) cloud: Massed Compute VMs, through its VM R
                "the launch's startup command (through sudo). Massed Compute has no firewall API: the VM's ports are "
                "as Massed Compute leaves them, and C(allowed_cidrs) restricts nothing there.")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Takes no tags: the modules' C(tags) are ignored here.")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://vm.massedcompute.com/api/v1"),
     api_key=dict(shared.api_key("MASSED_COMPUTE_API_KEY"), description=(

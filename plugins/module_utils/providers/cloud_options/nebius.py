@@ -12,6 +12,10 @@ DESCRIPTION = ("The V(nebius) cloud: Nebius AI Cloud compute VMs, through its of
                "no REST API exists). The login user and the SSH key, and a boot script, go in as cloud-init user "
                "data; each VM gets its own security group.")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Labels the instance and its boot disk. The labels of a VM that is already there are changed on the "
+        "instance; its boot disk keeps its create-time labels.")
+
 OPTIONS = dict(
     project_id=dict(type="str", fallback=shared.from_environment("NEBIUS_PROJECT_ID"), description=(
         "The project (C(project-...)) the VMs are made in; a Nebius project lives in one region (C(region)). "

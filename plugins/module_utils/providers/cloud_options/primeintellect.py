@@ -14,6 +14,9 @@ DESCRIPTION = (
     "installed there, and no boot script runs (Prime has no user data). The SSH user and port come from the "
     "pod's connection string.")
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Takes no tags: the modules' C(tags) are ignored here.")
+
 OPTIONS = dict(
     api_url=dict(shared.api_url("https://api.primeintellect.ai"), description=(
         "Base URL of Prime Intellect's API, with or without its C(/api/v1) suffix (Prime's CLI takes either); "

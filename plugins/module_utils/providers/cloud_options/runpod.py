@@ -20,6 +20,9 @@ DESCRIPTION = ("The V(runpod) cloud: RunPod GPU pods (containers, not VMs: no k3
 
 DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Takes no tags: the modules' C(tags) are ignored here.")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://api.runpod.io/v2"),
     api_key=shared.api_key("RUNPOD_API_KEY"),

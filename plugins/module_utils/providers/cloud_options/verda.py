@@ -15,6 +15,9 @@ DESCRIPTION = ("The V(verda) cloud: Verda (formerly DataCrunch), through its RES
 # The image type the Verda SDK's examples deploy (Ubuntu 24.04, CUDA 12.8 open driver, Docker).
 DEFAULT_IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 
+# What the cloud does with the user's tags (the modules' O(tags)), for its page.
+TAGS = ("Takes no tags: the modules' C(tags) are ignored here.")
+
 OPTIONS = dict(
     api_url=shared.api_url("https://api.verda.com/v1"),
     client_id=dict(

@@ -270,6 +270,9 @@ def test_each_cloud_s_page_documents_each_option_as_declared():
         sections = _sections(page)
         assert set(sections) == set(spec), cloud
         assert page.startswith("<!-- Written by scripts/gen-cloud-options-doc.py") and "## Credentials" in page
+        # what the cloud does with the user's tags (the modules' tags option), declared beside its options
+        declaring = __import__(registry._PREFIX + "cloud_options." + registry.ADAPTERS[cloud][0], fromlist=["TAGS"])
+        assert generator["markdown"](declaring.TAGS) in page.split("## Tags")[1].split("## Options")[0], cloud
         for name, declared in spec.items():
             doc = sections[name]
             assert "Type: `%s`." % generator["type_text"](declared) in doc, (cloud, name)

@@ -44,6 +44,7 @@ JOURNAL_OF = {"c1": SHARED, "c2": SHARED, "c3": OWN}
 # What is planned against an operation that changes something (read-only ones only get signals).
 NEMESES = {None: 52, "slow": 16, "kill_point": 12, "int_point": 8, "kill_time": 6, "int_time": 6}
 PLANT_CHANCE = 0.3        # per round: an orphan is planted before the round's runs start
+HOME_CHANCE = 0.85        # a run on a name goes to a controller of the name's home journal (else the other's)
 FOCUS_CHANCE = 0.35       # per round: the round is one of the races below, on one name, instead of a random mix
 SYNC_DOWN, SYNC_ABSENT, SYNC_PROVISION = "sync-down", "sync-absent", "sync-provision"   # first, alone
 HELD = ("slow", "slow", "slow", "kill_point", "int_point")
@@ -100,16 +101,17 @@ def _focus(rng: random.Random, round_: int, names: Dict[str, str], instance_name
     fresh name (``<prefix>-f<round>``, local): one no journal has a row for, where the sweep has no row's lease
     to hold."""
     race = rng.choice(sorted(FOCUS))
-    journal = rng.choice([SHARED, OWN])
-    mine = [c for c, j in sorted(JOURNAL_OF.items()) if j == journal]
-    other = [c for c, j in sorted(JOURNAL_OF.items()) if j != journal]
     every = {**names, **instance_names}
     name = rng.choice(sorted(instance_names) if race == "instance-vs-sweep" else sorted(names))
+    journal = JOURNAL_OF[_controller_for(rng, name, names, instance_names)]
     steps = FOCUS[race]
     if race == "adopt-vs-sweep" and rng.random() < 0.5:
         name = "%s-f%d" % (sorted(names)[0].rsplit("-", 1)[0], round_)
         every[name] = "local"
+        journal = rng.choice([SHARED, OWN])
         steps = [s for s in steps if s[0] != SYNC_DOWN]
+    mine = [c for c, j in sorted(JOURNAL_OF.items()) if j == journal]
+    other = [c for c, j in sorted(JOURNAL_OF.items()) if j != journal]
     planned = []
     for index, (kind, spec) in enumerate(steps):
         controller = rng.choice(other if spec.get("other") else mine)
@@ -137,6 +139,23 @@ def _focus(rng: random.Random, round_: int, names: Dict[str, str], instance_name
     return planned
 
 
+def home_journal(name: str, names: Dict[str, str], instance_names: Dict[str, str]) -> str:
+    """Each name has a home journal, the one most of its runs use (the other journal's runs on it meet "made by
+    another controller", and must leave its VM alone): the shared journal for every other VM name in order (two
+    of three: c1 and c2 work together most), the own journal for the rest; instance names and fresh names alike
+    by their order among all names."""
+    ordered = sorted(names) + sorted(instance_names)
+    index = ordered.index(name) if name in ordered else sum(map(ord, name))
+    return OWN if index % 2 else SHARED
+
+
+def _controller_for(rng: random.Random, name: str, names: Dict[str, str], instance_names: Dict[str, str]) -> str:
+    journal = home_journal(name, names, instance_names)
+    if rng.random() >= HOME_CHANCE:
+        journal = OWN if journal == SHARED else SHARED
+    return rng.choice([c for c, j in sorted(JOURNAL_OF.items()) if j == journal])
+
+
 def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict[str, str],
              concurrency: int, focus: float = FOCUS_CHANCE) -> List[Planned]:
     """Round ``round_``'s operations: a function of the seed, the round and ``focus`` (the chance that the
@@ -148,7 +167,7 @@ def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict
     planned = []
     if rng.random() < PLANT_CHANCE:
         name = rng.choice(vm_names + inst_names)
-        controller = rng.choice(["c1", "c3"])
+        controller = {SHARED: "c1", OWN: "c3"}[JOURNAL_OF[_controller_for(rng, name, names, instance_names)]]
         planned.append(Planned(PLANT, controller, name, {**names, **instance_names}[name], 0.0, {}))
     for _slot in range(rng.randint(2, max(2, concurrency))):
         kind = _pick(rng, WEIGHTS)
@@ -162,6 +181,8 @@ def schedule(seed: str, round_: int, names: Dict[str, str], instance_names: Dict
             cloud = names[name] if kind != DOWN else None
         elif kind == HEALTH and rng.random() < 0.5:
             name = rng.choice(vm_names)
+        if name and kind != HEALTH:
+            controller = _controller_for(rng, name, names, instance_names)
         nemesis: Dict = {}
         mode = _pick(rng, NEMESES)
         if kind in (SWEEP_DRY, STATUS, HEALTH) and mode not in (None, "kill_time", "int_time"):

@@ -70,12 +70,26 @@ def task_secrets(params: Mapping[str, Any], environ: Optional[Mapping[str, str]]
     return found | environment_secrets(environ)
 
 
+# The shortest value of a no_log option that is masked wherever it shows. Masking is by value, so a short
+# one (a port, a flag, a wait in seconds in the k3s installer's environment) would blank every equal value
+# of the result, the connection's port included; every credential the collection takes is longer. The
+# journal's own secrets (task_secrets) are masked whatever their length.
+MIN_MASKED_LENGTH = 8
+
+
+def maskable(values: Iterable[Any]) -> Set[str]:
+    """Those of a task's no_log ``values`` that can be masked without blanking ordinary output: strings of
+    at least MIN_MASKED_LENGTH characters that are not numbers."""
+    return {str(v) for v in values
+            if len(str(v)) >= MIN_MASKED_LENGTH and not str(v).strip().lstrip("+-").replace(".", "", 1).isdigit()}
+
+
 class Hidden:
     """The secrets of one task, for an action plugin: ``result()`` and ``text()`` mask each with
-    ``********`` wherever it shows, as Ansible masks a module's no_log values."""
+    ``********`` wherever it shows, as Ansible masks a module's no_log values (those :func:`maskable`)."""
 
     def __init__(self, params: Mapping[str, Any], no_log_values: Iterable[str] = ()):
-        self.values = set(no_log_values) | task_secrets(params)
+        self.values = maskable(no_log_values) | task_secrets(params)
 
     def result(self, result: Any) -> Any:
         if not self.values:

@@ -50,14 +50,24 @@ def test_a_task_s_secrets_are_its_journal_s_and_its_journal_password():
 
 
 def test_hidden_masks_each_secret_wherever_it_shows_and_keeps_the_flags():
-    hidden = Hidden({"journal": "postgresql://u:optpw@h/db"}, ["k3y"])
+    hidden = Hidden({"journal": "postgresql://u:optpw@h/db"}, ["k3y-secret-value"])
     result = hidden.result({"failed": True, "changed": False, "msg": "journal postgresql://u:optpw@h/db: no",
-                            "nested": [{"key": "k3y", "n": 1, "none": None}]})
+                            "nested": [{"key": "k3y-secret-value", "n": 1, "none": None}]})
     assert result == {"failed": True, "changed": False, "msg": "journal postgresql://u:********@h/db: no",
                       "nested": [{"key": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER", "n": 1, "none": None}]}
-    assert hidden.text("a line with k3y") == "a line with ********"
+    assert hidden.text("a line with k3y-secret-value") == "a line with ********"
     nothing = Hidden({"journal": "/tmp/j.sqlite"})
-    assert nothing.values == set() and nothing.text("k3y") == "k3y"
+    assert nothing.values == set() and nothing.text("k3y-secret-value") == "k3y-secret-value"
+
+
+def test_a_short_or_numeric_no_log_value_never_blanks_the_result():
+    """The k3s installer's environment is a no_log option; its port or a wait must not blank the VM's port."""
+    hidden = Hidden({"journal": "postgresql://u:pw@h/db", "journal_password": "pw2"},
+                    ["6443", "120", "true", "2222", "12345678", "1.5", "a-long-token-value"])
+    result = hidden.result({"connection": {"ansible_port": 2222, "ansible_host": "127.0.0.1"},
+                            "msg": "up on port 6443 after 120 s with a-long-token-value, postgresql://u:pw@h/db pw2"})
+    assert result["connection"] == {"ansible_port": 2222, "ansible_host": "127.0.0.1"}
+    assert result["msg"] == "up on port 6443 after 120 s with ********, postgresql://u:********@h/db ********"
 
 
 def _run_module(module, args):

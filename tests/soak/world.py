@@ -184,13 +184,22 @@ class World:
         return sorted(found, key=lambda i: (i.vm_name, i.cloud, i.id))
 
     def snapshot(self, round_: int, phase: str = "soak") -> Snapshot:
+        """What the journals say, then what the clouds hold (a listing that fails is tried again: the engine
+        or the database busy for a moment is not what the soak is about)."""
         at = time.time()
-        journals = {}
-        for label in (SHARED, OWN):
-            facts = self._facts(label)
-            if facts is not None:
-                journals[label] = facts
-        return Snapshot(at=at, round=round_, phase=phase, instances=self.instances(), journals=journals)
+        for attempt in range(4):
+            try:
+                journals = {}
+                for label in (SHARED, OWN):
+                    facts = self._facts(label)
+                    if facts is not None:
+                        journals[label] = facts
+                return Snapshot(at=at, round=round_, phase=phase, instances=self.instances(), journals=journals)
+            except Exception as exc:  # a listing or a journal read that failed: again, then give up loudly
+                if attempt == 3:
+                    raise RuntimeError("the soak could not observe the world: %r" % (exc,)) from exc
+                time.sleep(2.0)
+        raise AssertionError("unreachable")
 
     def ssh(self, controller: str, name: str) -> Tuple[bool, str]:
         """``ssh -F <state>/ssh_config NAME true`` as that controller (two tries, a second apart)."""

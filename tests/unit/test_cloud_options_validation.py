@@ -48,9 +48,11 @@ def state_dir(tmp_path, monkeypatch):
 
 def declared_with_suboptions(spec):
     """The spec as the modules declared it before: each cloud's declared options as cloud_options' suboptions."""
+    def undocumented(declared):
+        return {key: value for key, value in declared.items() if key not in ("description", "minimum")}
+
     return dict(spec, cloud_options=dict(type="dict", default={}, options={
-        cloud: dict(type="dict", options={name: {k: v for k, v in declared.items() if k not in ("description",
-                                                                                             "minimum")}
+        cloud: dict(type="dict", options={name: undocumented(declared)
                                           for name, declared in registry.OPTION_SPECS[cloud].items()})
         for cloud in registry.OPTION_SPECS}))
 

@@ -72,6 +72,6 @@ def test_only_the_modules_that_call_a_cloud_carry_cloud_options_and_none_carries
 def test_a_module_page_is_at_most_400_lines(module):
     lines = len(ansible_doc("gpuprov.cloud.%s" % module).splitlines())
     if module in NOT_YET:
-        pytest.skip("%s: %d lines, still over %d (its own options and return values)" % (module, lines,
-                                                                                       PAGE_MAX_LINES))
+        pytest.skip("%s: %d lines, still over %d (its own options and return values)"
+                    % (module, lines, PAGE_MAX_LINES))
     assert lines <= PAGE_MAX_LINES, "%s: %d lines" % (module, lines)

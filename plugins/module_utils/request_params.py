@@ -149,5 +149,3 @@ def choose_offers(planned: List[Offer], prefer: str = "order",
         # sorted() is stable: equal prices keep the order of clouds.
         chosen = sorted(chosen, key=lambda o: (o.price_per_hour is None, o.price_per_hour or 0.0))
     return chosen, skipped
-
-

@@ -298,4 +298,3 @@ def test_every_module_at_vvv_shows_no_password_and_no_api_key(job: Job):
     _assert_both_keys_were_sent()
     job.assert_nothing_shows()
     assert MASKED_DSN in run.out, run
-

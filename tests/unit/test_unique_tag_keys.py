@@ -241,7 +241,7 @@ def test_nebius_labels_keep_gpuprovs_own_over_a_user_tag_of_the_same_name():
     assert dict(request.metadata.labels) == {VM_NAME_TAG: "tagged", JOURNAL_ID_TAG: JOURNAL, "team": "ml",
                                              "gpuprov-ssh-user": "ubuntu"}
     assert dict(request.spec.boot_disk.managed_disk.labels) == {VM_NAME_TAG: "tagged", JOURNAL_ID_TAG: JOURNAL,
-                                                                 "team": "ml"}
+                                                                "team": "ml"}
 
 
 # -- Verda (REST fake): the identity tags only, each once ---------------------------------------------------------

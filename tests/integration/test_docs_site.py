@@ -251,7 +251,8 @@ def test_vm_module_page_renders_its_options_table(site, browser, vm_doc):
 MARKDOWN_FACTS = """(() => ({
   title: document.title,
   headings: Array.from(document.querySelectorAll('section[id] > h1, section[id] > h2, section[id] > h3')).map(
-    (h) => ({id: h.parentElement.id, text: h.textContent.replace(/[\\u00b6#]/g, '').trim()})),
+    (h) => ({id: h.parentElement.id, text: Array.from(h.childNodes).filter(
+      (n) => !(n.classList && n.classList.contains('headerlink'))).map((n) => n.textContent).join('').trim()})),
   tables: Array.from(document.querySelectorAll('table')).map((t) => ({
     rows: t.tBodies[0] ? t.tBodies[0].rows.length : 0, height: t.getBoundingClientRect().height,
     header: Array.from(t.querySelectorAll('thead th')).map((th) => th.textContent.trim()),
@@ -272,8 +273,9 @@ def test_a_cloud_page_shows_each_declared_option(site, browser):
     assert sorted(options["first"]) == sorted(declared) and options["height"] > 20 * len(declared), options
     sections = {heading["text"] for heading in facts["headings"]}
     assert set(declared) <= sections and {"Credentials", "Options"} <= sections, sections
-    # each row links its option's section on the page
-    assert {"#%s" % name for name in declared} <= set(facts["links"])
+    # each row links its option's section on the page (Sphinx spells the section's id with hyphens)
+    assert {"#%s" % name.replace("_", "-") for name in declared} <= set(facts["links"]), facts["links"]
+    assert {"%s" % name.replace("_", "-") for name in declared} <= {heading["id"] for heading in facts["headings"]}
     browser.screenshot(SCREENSHOTS / "cloud_aws.png")
     browser.open(site / "clouds" / "index.html")
     listed = browser.evaluate(MARKDOWN_FACTS)

@@ -15,7 +15,10 @@ description:
   - O(state=present) picks the offer named by O(region), O(zone) and O(instance_type) among those the cloud plans
     for the request (or the first one it plans), prepares it (side resources such as a security group or a
     firewall rule, made only when missing), observes the VM name there and creates an instance only when none is
-    live. A second run reports no change.
+    live. A second run reports no change. Before it creates, and again with the new instance's id, it records
+    the location in the journal under the key C(instance:<cloud>:<name>), so M(gpuprov.cloud.orphans) (the sweep)
+    and C(status -e orphans=true) count the instance as owned, never as an orphan; while an orphan sweep is
+    removing resources of the same name, the task fails naming the sweep and creates nothing.
   - O(state=absent) runs the teardown machine of M(gpuprov.cloud.vm) at the location, on the journal, under the
     key C(instance:<cloud>:<name>), which is never a VM's key. It journals the instances it finds before deleting
     them, waits for them to be gone (see O(wait)) and removes the side resources. A run that was interrupted (Ctrl-C, a

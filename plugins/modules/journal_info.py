@@ -106,6 +106,9 @@ vms:
     leaked: {description: Whether its teardown failed., type: bool, returned: always}
     targets: {description: Locations and ids that may still exist when leaked., type: list, returned: always}
     last_transitions: {description: Latest transitions with time and note., type: list, returned: always}
+    stage: {description: "The VM's last stage: C(Ready) once provisioned, then the k3s stage the gpuprov.cloud.k3s
+      role journals (C(k3s:Validating), C(k3s:Ready), C(k3s:Failed), ...) on a VM made a k3s cluster.", type: str,
+      returned: always, sample: "k3s:Ready"}
     price_per_hour: {description: "Hourly price in US dollars of a Ready VM, where its cloud reports one.",
                      type: float, returned: always, sample: 2.49}
     search:

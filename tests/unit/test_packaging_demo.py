@@ -76,6 +76,9 @@ def test_ansible_cfg_points_the_readme_commands_at_the_demos_collections():
     shown = subprocess.run([str(config), "dump", "--only-changed"], cwd=REPO, env=env, capture_output=True,
                            text=True, check=True).stdout
     assert "COLLECTIONS_PATHS(%s) = ['%s'," % (REPO / "ansible.cfg", DEMO_COLLECTIONS) in shown, shown
+    # The README's commands run without an inventory: no warning about the one they do not need.
+    assert "LOCALHOST_WARNING(%s) = False" % (REPO / "ansible.cfg") in shown, shown
+    assert "INVENTORY_UNPARSED_WARNING(%s) = False" % (REPO / "ansible.cfg") in shown, shown
     env["ANSIBLE_COLLECTIONS_PATH"] = "/elsewhere"
     shown = subprocess.run([str(config), "dump", "--only-changed"], cwd=REPO, env=env, capture_output=True,
                            text=True, check=True).stdout

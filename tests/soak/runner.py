@@ -76,6 +76,13 @@ FOCUS = {
     "recreate-impossible": [(SYNC_PROVISION, {}), (RECREATE_BAD, {"points": operations.RECREATE_POINTS,
                                                                   "modes": ("slow",), "pause": (0.3, 1.5)}),
                             (STATUS, {"offset": (0.5, 1.5)})],
+    # A sweep killed once it journalled its removal of an orphan, a provision that then adopts the orphan, and
+    # the next sweep, which resumes the interrupted removal: it must see the name owned now and leave the VM.
+    "resumed-sweep-vs-adopt": [(SYNC_DOWN, {}), (PLANT, {}),
+                               (SWEEP_DELETE, {"sync": True, "points": ("after commit begin Requesting #1",
+                                                                        "after observe #1"),
+                                               "modes": ("kill_point", "int_point")}),
+                               (PROVISION, {"sync": True}), (SWEEP_DELETE, {})],
     # c1 and c2 on one name of their shared journal (the own journal: c3 twice).
     "two-controllers": [(PROVISION, {"points": operations.LAUNCH_POINTS}), (PROVISION, {}), (DOWN, {})],
 }
@@ -118,6 +125,8 @@ def _focus(rng: random.Random, round_: int, names: Dict[str, str], instance_name
         if race == "two-controllers":
             controller = mine[index % len(mine)]
         nemesis: Dict = {"race": race}
+        if spec.get("sync"):
+            nemesis["sync"] = True
         if kind == PLANT:
             planned.append(Planned(PLANT, "c3" if journal == OWN else "c1", name, every[name], 0.0, nemesis))
             continue

@@ -101,7 +101,7 @@ def test_a_record_with_every_field_set_round_trips_through_json(name):
     data = json.loads(json.dumps(made.to_dict()))
     back = cls.from_dict(data)
     assert back == made
-    assert type(back) is cls
+    assert back.__class__ is cls
     for field in dataclasses.fields(cls):   # the nested records come back as records, not dicts
         assert getattr(back, field.name).__class__ is getattr(made, field.name).__class__, field.name
 

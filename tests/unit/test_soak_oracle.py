@@ -273,3 +273,22 @@ def test_the_schedule_is_a_function_of_the_seed_and_the_round():
     assert {p.kind for p in ops} >= {"provision", "down", "sweep_delete"}
     assert all(2 <= len([p for p in r if p.kind != "plant"]) <= 4 for r in rounds)
     assert {p.cloud for p in ops if p.kind == "provision" and p.name == "n-c"} == {"docker"}
+
+
+def test_a_gated_race_holds_its_run_until_the_other_one_is_held():
+    names, inst = {"n-a": "local", "n-b": "local", "n-c": "docker"}, {"n-i": "local"}
+    races = [p for r in range(1, 80) for p in schedule("9", r, names, inst, 3, focus=1.0)
+             if p.nemesis.get("mode") == "gate"]
+    assert races, "no gated race in 80 rounds"
+    for p in races:
+        assert p.kind in ("provision", "instance_present") and p.nemesis["gate_index"] >= 0, p
+
+
+def test_most_runs_on_a_name_go_to_its_home_journal():
+    from ansible_collections.gpuprov.cloud.tests.soak.runner import JOURNAL_OF, home_journal
+    names, inst = {"n-a": "local", "n-b": "local", "n-c": "docker"}, {"n-i": "local"}
+    assert [home_journal(n, names, inst) for n in ("n-a", "n-b", "n-c", "n-i")] == ["shared", "own", "shared", "own"]
+    runs = [p for r in range(1, 200) for p in schedule("3", r, names, inst, 3, focus=0.0)
+            if p.name in names and p.kind != "health"]
+    home = [p for p in runs if JOURNAL_OF[p.controller] == home_journal(p.name, names, inst)]
+    assert 0.7 < len(home) / len(runs) < 0.97

@@ -194,12 +194,18 @@ def _recreating(tmp_path):
     return p, w, old
 
 
+def _killed_leaving(w, kind):
+    """Launch until the controller dies right before the transition out of ``kind`` is committed."""
+    try:
+        w.launch(before_commit=_crash_leaving(kind))
+    except _Crash:
+        return
+    raise AssertionError("the launch never left %s" % kind)
+
+
 def test_recreate_killed_before_its_teardown_is_journalled_tore_nothing_down_and_plans_again(tmp_path):
     p, w, old = _recreating(tmp_path)
-    try:
-        w.launch(before_commit=_crash_leaving("Reconciling"))
-    except _Crash:
-        pass
+    _killed_leaving(w, "Reconciling")
     assert live_ids(p) == [old] and not p.ops("delete")   # the new request was only planned
     out = w.launch()
     assert out.state["kind"] == "Ready" and out.state["vm"]["gpu"] == "A100"
@@ -208,10 +214,7 @@ def test_recreate_killed_before_its_teardown_is_journalled_tore_nothing_down_and
 
 def test_recreate_killed_while_tearing_the_old_vm_down_finishes_it_then_makes_one_vm(tmp_path):
     p, w, old = _recreating(tmp_path)
-    try:
-        w.launch(before_commit=_crash_leaving("Compensating"))
-    except _Crash:
-        pass
+    _killed_leaving(w, "Compensating")
     assert w.row().state["kind"] == "Compensating" and w.row().state["then"] == "Planning"
     out = w.launch()
     assert out.resumed and out.state["kind"] == "Ready" and out.state["vm"]["gpu"] == "A100"

@@ -17,6 +17,8 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, InstanceSpec, Offer, ProviderError, ResourceRequest,
 )
+# The moto-backed AWS adapter the user-tags tests use (one fixture for both files).
+from ansible_collections.gpuprov.cloud.tests.unit.test_user_tags import aws  # noqa: F401  pylint: disable=unused-import
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUnitTestOnlyNotARealKey000000000000000 unit@test"
 JOURNAL = "0123456789abcdef"
@@ -28,21 +30,6 @@ def repeated(keys):
 
 
 # -- AWS (moto): Name, given by the user, names the instance, its volumes and its security group ------------
-
-@pytest.fixture
-def aws():
-    pytest.importorskip("boto3")
-    pytest.importorskip("moto")
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider
-    from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as aws_fake
-    fake = aws_fake.shared_server()
-    creds = fake.new_account()
-    provider = AwsProvider(dict(creds, endpoint_url=fake.endpoint_url, allowed_cidrs=["203.0.113.7/32"],
-                                ami_name_filter="Deep Learning AMI Ubuntu Linux*", controller_ip_url=""),
-                           journal_id=JOURNAL)
-    yield provider, fake.client("ec2", "us-east-1", creds)
-    fake.clear(account=creds["aws_access_key_id"])
-
 
 def _aws_tags(resource):
     keys = [t["Key"] for t in resource.get("Tags") or []]

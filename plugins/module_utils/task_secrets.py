@@ -57,6 +57,13 @@ def environment_secrets(environ: Optional[Mapping[str, str]] = None) -> Set[str]
     return found
 
 
+def _credential_values(params: Mapping[str, Any]) -> Iterable[Any]:
+    """Every value under ``cloud_options`` (credentials among them): never exempted from masking."""
+    for options in (params.get("cloud_options") or {}).values():
+        if isinstance(options, Mapping):
+            yield from (v for v in options.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+
+
 def task_secrets(params: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> Set[str]:
     """What the output of a task with ``params`` (as given or as validated) must not show besides
     its no_log options: its journal DSN's password (the option's type, ``path``, expands ``~`` and
@@ -70,26 +77,35 @@ def task_secrets(params: Mapping[str, Any], environ: Optional[Mapping[str, str]]
     return found | environment_secrets(environ)
 
 
-# The shortest value of a no_log option that is masked wherever it shows. Masking is by value, so a short
-# one (a port, a flag, a wait in seconds in the k3s installer's environment) would blank every equal value
-# of the result, the connection's port included; every credential the collection takes is longer. The
-# journal's own secrets (task_secrets) are masked whatever their length.
+# The shortest value of the boot script's environment that is masked wherever it shows. Masking is by
+# value, and the whole boot_script option is no_log (a user's variables may carry a secret), so its short
+# values (a port, a flag, a wait in seconds: the k3s installer's) would blank every equal value of the
+# result, the connection's port included. Every other no_log value (a credential) is masked whatever it is.
 MIN_MASKED_LENGTH = 8
 
 
-def maskable(values: Iterable[Any]) -> Set[str]:
-    """Those of a task's no_log ``values`` that can be masked without blanking ordinary output: strings of
-    at least MIN_MASKED_LENGTH characters that are not numbers."""
-    return {str(v) for v in values
-            if len(str(v)) >= MIN_MASKED_LENGTH and not str(v).strip().lstrip("+-").replace(".", "", 1).isdigit()}
+def _ordinary(value: Any) -> bool:
+    text = str(value)
+    return len(text) < MIN_MASKED_LENGTH or text.strip().lstrip("+-").replace(".", "", 1).isdigit()
+
+
+def boot_script_values(params: Mapping[str, Any]) -> Set[str]:
+    """The boot script's environment values that are ordinary output (short, or numbers): never masked by
+    value, unless another no_log option holds the same value."""
+    script = params.get("boot_script")
+    env = script.get("env") if isinstance(script, Mapping) else None
+    return {str(v) for v in (env or {}).values() if v is not None and _ordinary(v)}
 
 
 class Hidden:
     """The secrets of one task, for an action plugin: ``result()`` and ``text()`` mask each with
-    ``********`` wherever it shows, as Ansible masks a module's no_log values (those :func:`maskable`)."""
+    ``********`` wherever it shows, as Ansible masks a module's no_log values (but the ordinary values of the
+    boot script's environment, :func:`boot_script_values`)."""
 
     def __init__(self, params: Mapping[str, Any], no_log_values: Iterable[str] = ()):
-        self.values = maskable(no_log_values) | task_secrets(params)
+        credentials = {str(v) for v in _credential_values(params)}
+        ordinary = boot_script_values(params) - credentials
+        self.values = (set(no_log_values) - ordinary) | task_secrets(params)
 
     def result(self, result: Any) -> Any:
         if not self.values:

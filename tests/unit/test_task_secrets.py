@@ -60,14 +60,21 @@ def test_hidden_masks_each_secret_wherever_it_shows_and_keeps_the_flags():
     assert nothing.values == set() and nothing.text("k3y-secret-value") == "k3y-secret-value"
 
 
-def test_a_short_or_numeric_no_log_value_never_blanks_the_result():
-    """The k3s installer's environment is a no_log option; its port or a wait must not blank the VM's port."""
-    hidden = Hidden({"journal": "postgresql://u:pw@h/db", "journal_password": "pw2"},
-                    ["6443", "120", "true", "2222", "12345678", "1.5", "a-long-token-value"])
-    result = hidden.result({"connection": {"ansible_port": 2222, "ansible_host": "127.0.0.1"},
-                            "msg": "up on port 6443 after 120 s with a-long-token-value, postgresql://u:pw@h/db pw2"})
-    assert result["connection"] == {"ansible_port": 2222, "ansible_host": "127.0.0.1"}
-    assert result["msg"] == "up on port 6443 after 120 s with ********, postgresql://u:********@h/db ********"
+def test_the_boot_scripts_ordinary_values_never_blank_the_result_and_credentials_always_masked():
+    """The k3s installer's environment is a no_log option; its port or a wait must not blank the VM's port,
+    while a credential, numeric or short, is masked wherever it shows."""
+    params = {"journal": "postgresql://u:pw@h/db", "journal_password": "pw2",
+              "boot_script": {"script": "#!/bin/sh", "env": {"PORT": "6443", "WAIT": "120", "GPU": "true",
+                                                           "TOKEN": "a-long-token-value", "ALSO": "2222"}},
+              "cloud_options": {"aws": {"aws_access_key_id": "100000008238", "aws_secret_access_key": "2222"}}}
+    hidden = Hidden(params, ["6443", "120", "true", "a-long-token-value", "2222", "100000008238", "#!/bin/sh"])
+    result = hidden.result({"connection": {"ansible_port": 6443, "ansible_host": "127.0.0.1"},
+                            "msg": "up on port 6443 after 120 s with a-long-token-value, key 100000008238, "
+                                   "postgresql://u:pw@h/db pw2"})
+    assert result["connection"] == {"ansible_port": 6443, "ansible_host": "127.0.0.1"}
+    assert result["msg"] == "up on port 6443 after 120 s with ********, key ********, postgresql://u:********@h/db ********"
+    # A credential equal to an ordinary boot value is still a credential: masked.
+    assert "2222" in hidden.values
 
 
 def _run_module(module, args):

@@ -92,9 +92,9 @@ def test_instance_present_login_and_absent_leaves_nothing(ansible, prime, tmp_pa
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert recap["changed"] == 1 and recap["failed"] == 0, recap
     [pod] = list(prime.pods.values())
-    assert pod["providerType"] == "hyperstack" and pod["name"].startswith("pi1.")
+    assert pod["providerType"] == "hyperstack" and pod["name"].startswith("pi1-j")   # <vm>-j<journal id>
     [key] = list(prime.keys.values())
-    assert re.match(r"^gpuprov-pi1-[0-9a-f]{12}\.[0-9a-f]{32}$", key["name"])
+    assert re.match(r"^gpuprov-pi1-[0-9a-f]{12}-j[0-9a-f]{32}$", key["name"])
     [inst] = saved["info"]["instances"]
     assert inst["status"] == "Running" and inst["usable"] is True and inst["ssh_host"] == "127.0.0.1"
     assert inst["ssh_port"] == int(pod["sshConnection"].rsplit(" ", 1)[1])

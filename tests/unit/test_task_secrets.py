@@ -64,8 +64,9 @@ def test_the_boot_scripts_ordinary_values_never_blank_the_result_and_credentials
     """The k3s installer's environment is a no_log option; its port or a wait must not blank the VM's port,
     while a credential, numeric or short, is masked wherever it shows."""
     params = {"journal": "postgresql://u:pw@h/db", "journal_password": "pw2",
-              "boot_script": {"script": "#!/bin/sh", "env": {"PORT": "6443", "WAIT": "120", "GPU": "true",
-                                                           "TOKEN": "a-long-token-value", "ALSO": "2222"}},
+              "boot_script": {"script": "#!/bin/sh",
+                              "env": {"PORT": "6443", "WAIT": "120", "GPU": "true", "TOKEN": "a-long-token-value",
+                                      "ALSO": "2222"}},
               "cloud_options": {"aws": {"aws_access_key_id": "100000008238", "aws_secret_access_key": "2222"}}}
     hidden = Hidden(params, ["6443", "120", "true", "a-long-token-value", "2222", "100000008238", "#!/bin/sh"])
     result = hidden.result({"connection": {"ansible_port": 6443, "ansible_host": "127.0.0.1"},

@@ -48,7 +48,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import plan_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import PlanOutcome, plan_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.request_match import (  # noqa: F401  (launch.X callers)
+    in_regions, request_mismatch, request_of,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.offer_blocks import (
     is_blocked, make_block, next_cursor, search_size,
 )
@@ -121,60 +124,6 @@ def owned_targets(state: Optional[Dict[str, Any]], kind: Optional[str]) -> List[
         created = state["kind"] != "Preparing"
         out = td.merge_targets(out, [td.target(Offer.from_dict(offer).location.to_dict(), ids, created)])
     return out
-
-
-def request_of(settings) -> Dict[str, Any]:
-    """What a VM was asked for, kept in its journalled record to judge a later request."""
-    request = settings.request
-    return {"gpu": request.gpu, "gpu_count": request.gpu_count, "clouds": list(settings.clouds),
-            "regions": list(request.regions), "spot": bool(request.spot)}
-
-
-def in_regions(vm: Dict[str, Any], regions: Sequence[str]) -> bool:
-    """Whether the journalled ``vm`` answers ``regions`` as its cloud's plan matched its offer: by the
-    offer's places (``Provider.offer_places``, kept in the record; a record written before them has its
-    region and zone), ignoring case where the cloud's plan does."""
-    location = vm["location"]
-    places = vm.get("places") or [location["region"], location.get("zone")]
-    fold = (lambda name: str(name).casefold()) if vm.get("regions_fold") else str
-    return bool({fold(p) for p in places if p} & {fold(r) for r in regions if r})
-
-
-def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
-    """Why the journalled ``vm`` does not satisfy this run's request (empty: it does),
-    one phrase per differing field."""
-    request = settings.request
-    location = vm["location"]
-    out = []
-    if request.gpu and vm.get("gpu") != request.gpu:
-        out.append("gpu: the VM has %s, the request asks for %s" % (vm.get("gpu") or "no GPU", request.gpu))
-    if request.gpu and (vm.get("gpu_count") or 0) != request.gpu_count:
-        out.append("gpu_count: the VM has %s, the request asks for %d" % (vm.get("gpu_count") or 0, request.gpu_count))
-    if location["cloud"] not in settings.clouds:
-        out.append("clouds: the VM is on %s, the request allows %s" % (location["cloud"], ", ".join(settings.clouds)))
-    if request.regions and not in_regions(vm, request.regions):
-        out.append("regions: the VM is in %s, the request allows %s" % (location["region"], ", ".join(request.regions)))
-    if bool(vm.get("spot")) != bool(request.spot):
-        out.append("spot: the VM is %s, the request asks for %s" % (
-            "spot" if vm.get("spot") else "on-demand", "spot" if request.spot else "on-demand"))
-    return out
-
-
-class PlanOutcome:
-    """What planning every cloud of a request gave: the offers to try, in order, and why the
-    others were skipped (``history`` rows), with the errors that came back."""
-
-    def __init__(self) -> None:
-        self.chosen: List[Offer] = []
-        self.history: List[Dict[str, Any]] = []
-        self.errors: List[ProviderError] = []
-        self.transient: List[Tuple[str, ProviderError]] = []
-
-    def reasons(self) -> List[str]:
-        return [h["error"]["msg"] for h in self.history]
-
-    def transient_text(self) -> str:
-        return "; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in self.transient)
 
 
 class LaunchMachine(Machine):

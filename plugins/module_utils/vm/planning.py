@@ -16,7 +16,7 @@ can show what would be tried: every offer unavailable, with that reason.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, Offer, Provider, ProviderError, ResourceRequest,
@@ -79,3 +79,20 @@ def plan_clouds(clouds: Sequence[str], provider_of: Callable[[str], Provider], r
             offers = [dataclasses.replace(o, available=False, unavailable_reason=problem.msg) for o in offers]
         out.append(CloudPlan(cloud, offers, problem, "credentials" if problem else None))
     return out
+
+
+class PlanOutcome:
+    """What planning every cloud of a request gave: the offers to try, in order, and why the
+    others were skipped (``history`` rows), with the errors that came back."""
+
+    def __init__(self) -> None:
+        self.chosen: List[Offer] = []
+        self.history: List[Dict[str, Any]] = []
+        self.errors: List[ProviderError] = []
+        self.transient: List[Tuple[str, ProviderError]] = []
+
+    def reasons(self) -> List[str]:
+        return [h["error"]["msg"] for h in self.history]
+
+    def transient_text(self) -> str:
+        return "; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in self.transient)

@@ -111,7 +111,7 @@ def test_spot_regions_providers_and_security_filters(fake):
 
 def test_an_offer_answers_every_region_name_its_plan_matched_it_by(fake):
     """A VM's journalled places (the reuse check) are what plan matched: data center, country, Prime's region."""
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch import in_regions
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.request_match import in_regions
     provider = adapter(fake)
     for asked in (["us"], ["US-KS-2"], ["united_states"]):
         [found] = provider.plan(ResourceRequest(vm_name="u1", gpu="H100", regions=asked))

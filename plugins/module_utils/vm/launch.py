@@ -49,9 +49,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown as td
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import PlanOutcome, plan_clouds
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.request_match import (  # noqa: F401  (launch.X callers)
-    in_regions, request_mismatch, request_of,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.request_match import request_mismatch, request_of
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.offer_blocks import (
     is_blocked, make_block, next_cursor, search_size,
 )

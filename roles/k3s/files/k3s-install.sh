@@ -260,7 +260,13 @@ if [ -n "$AIRGAP_DIR" ]; then
             if [ -f "$f" ]; then GPUPROV_K3S_BINARY=$f; break; fi
         done
         if [ -z "${GPUPROV_K3S_BINARY:-}" ]; then
-            others=$(cd "$AIRGAP_DIR" && ls -d k3s-* 2>/dev/null | grep -v '^k3s-airgap-images' | tr '\n' ' ' || true)
+            others=""
+            for f in "$AIRGAP_DIR"/k3s-*; do
+                case "${f##*/}" in
+                    k3s-airgap-images*) ;;
+                    *) if [ -e "$f" ]; then others="$others${f##*/} "; fi ;;
+                esac
+            done
             wanted=$RELEASE_BINARY
             [ "$RELEASE_BINARY" = k3s ] || wanted="$RELEASE_BINARY, as k3s publishes it, or k3s"
             have=""

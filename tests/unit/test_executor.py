@@ -430,6 +430,39 @@ def test_a_step_returning_something_else_is_a_type_error_and_releases_the_lease(
     assert (row.state, row.lease_owner) == ({"kind": "A"}, None)
 
 
+def test_an_executor_built_as_the_production_callers_build_it_backs_off_and_retries(journal, clock):
+    """vm/service.py, vm/sweep.py and primitives.py inject no rng: the executor draws its own jitter."""
+    policy = RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=10.0, jitter=0.5)
+    machine = ScriptedMachine({"A": [Retry("throttled"), Retry("throttled"), Next({"kind": "Done"})]}, policy=policy)
+    sleeper = Sleeper(clock)
+
+    outcome = Executor(journal, machine, clock=clock, heartbeat=False).run(KEY, scripted_initial(), wait_poll=sleeper)
+
+    assert outcome.state == {"kind": "Done"} and machine.exhausted == []
+    assert len(sleeper.waits) == 2
+    assert 0.5 <= sleeper.waits[0] <= 1.0 and 1.0 <= sleeper.waits[1] <= 2.0
+
+
+def test_the_first_state_after_a_cancel_gets_its_whole_retry_budget(journal, clock):
+    """A cancel maps the state (here to a compensation) and that state starts with no failures counted,
+    even when the cancelled state had failed before: a compensation with one retry fewer may leak."""
+    token = CancelToken(clock)
+
+    def cancel_after_first_failure(count, seconds):
+        token.request()
+    machine = ScriptedMachine({"A": [Retry("a1")],
+                               "Compensating": [Retry("c1"), Retry("c2"), Next({"kind": "Cancelled"})]},
+                              policy=RetryPolicy(max_attempts=3))
+    machine.on_cancel = lambda state: {"kind": "Compensating"} if state["kind"] == "A" else None
+
+    outcome = executor(journal, machine, clock, cancel=token).run(
+        KEY, scripted_initial(), wait_poll=Sleeper(clock, on_wait=cancel_after_first_failure))
+
+    assert outcome.state == {"kind": "Cancelled"} and machine.exhausted == []
+    assert [(k, a) for k, _x1, a in machine.seen] == [("A", 0), ("Compensating", 0), ("Compensating", 1),
+                                                      ("Compensating", 2)]
+
+
 # -- RetryPolicy.backoff ---------------------------------------------------------------------------
 
 def test_backoff_without_jitter_is_exponential_and_capped():

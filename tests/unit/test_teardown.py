@@ -5,9 +5,12 @@ fake clouds; and how launch and down hand work to each other through the journal
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     VM_NAME_TAG, ErrorKind, InstanceSpec, Location, ProviderError, Status,
 )
@@ -319,6 +322,62 @@ def test_leaked_names_the_ids_found_by_identity(tmp_path):
 
     assert out.state["kind"] == "Leaked"
     assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
+
+
+def test_a_side_resource_only_teardown_gives_up_after_three_attempts_as_done(tmp_path):
+    """A location where no create was ever made: at most a security group may be left, so an unreachable
+    cloud gets a short budget (3 attempts, backoff capped at 4 s) and never a Leaked."""
+    p = ScriptedProvider(A)
+    p.fail("observe", err(ErrorKind.TRANSIENT, "endpoint unreachable"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=6)
+
+    out = w.down(targets=[teardown.target(LOC.to_dict(), [], created=False)])
+
+    assert out.state["kind"] == "Done" and "no instance was ever requested" in out.state["reason"]
+    assert p.calls["observe"] == 3 and p.calls["delete"] == 0
+    twin, policy = random.Random(7), RetryPolicy(initial_backoff=1.0, max_backoff=4.0)
+    assert w.clock.waits == [policy.backoff(n, twin) for n in (1, 2)]
+
+
+def test_a_teardown_backs_off_up_to_thirty_seconds_between_attempts(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(ErrorKind.TRANSIENT, "503"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=9)
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Leaked" and p.calls["delete"] == 9
+    # Exponential from 2 s, doubling, capped at 30 s, with half of each drawn as jitter (World's rng, seed 7).
+    twin, policy = random.Random(7), RetryPolicy(initial_backoff=2.0, max_backoff=30.0)
+    assert w.clock.waits == [policy.backoff(n, twin) for n in range(1, 9)]
+    assert max(w.clock.waits) <= 30.0 and all(15.0 <= s for s in w.clock.waits[-3:])
+
+
+def test_targets_at_one_location_merge_every_instance_id():
+    first = teardown.target(LOC.to_dict(), ["i-2", "i-1"], created=False)
+    second = teardown.target(LOC.to_dict(), ["i-3", "i-1"])
+    elsewhere = teardown.target(LOC_B.to_dict(), ["b-1"])
+
+    merged = teardown.merge_targets([first], [second, elsewhere])
+
+    assert merged == [{"location": LOC.to_dict(), "instance_ids": ["i-1", "i-2", "i-3"], "created": True},
+                      {"location": LOC_B.to_dict(), "instance_ids": ["b-1"], "created": True}]
+    assert teardown.initial("vm1", [first, second])["targets"] == merged[:1]
+
+
+def test_a_leaked_compensation_names_every_instance_of_the_merged_targets(tmp_path):
+    p = ScriptedProvider(A)
+    one, two = provisioned(p, LOC), p.spawn("vm1", LOC)
+    p.calls.clear()
+    # The cloud lists nothing (its listing lags) and refuses every delete: only the journalled ids remain.
+    p.fail("observe", err(ErrorKind.TRANSIENT, "listing 503"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=2)
+
+    out = w.down(targets=[tgt(LOC, [one]), tgt(LOC, [two])])
+
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": sorted([one, two]), "created": True}]
 
 
 def test_cancel_does_not_stop_a_teardown(tmp_path):

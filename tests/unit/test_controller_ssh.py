@@ -7,6 +7,7 @@ import os
 import pwd
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -194,42 +195,58 @@ def test_ssh_check_refused_port_is_not_ready(tmp_path):
     assert "connect" in str(info.value)
 
 
-def test_a_login_begun_ahead_is_taken_by_the_same_endpoint_only(local_vm):
-    provider, location, instance, files = local_vm
-    checker = ssh.SshChecker(files, timeout=5)
-    endpoint = _endpoint(provider, location, instance)
-    alias = "gpuprov-sshcheck-000000000000"
-    deadline = time.monotonic() + SSHD_START_S
-    while True:   # sshd up first: the login begun below then passes
-        try:
-            fingerprint = checker(endpoint, alias)
-            break
-        except SshNotReady:
-            if time.monotonic() > deadline:
-                pytest.fail("sshd never accepted the login")
-            time.sleep(0.1)
-    checker.begin(endpoint, alias)
+class ScriptedLogins(ssh.SshChecker):
+    """SshChecker whose login is scripted per user and held at a gate: what ``begin`` and the call
+    do with a login made ahead is then checked without a real sshd's timing (under load a real
+    login begun ahead can time out, which is not what this test is about)."""
+
+    def __init__(self, files, outcomes):
+        super().__init__(files, timeout=5)
+        self.outcomes = outcomes          # (user, alias) -> a fingerprint or an exception per login, in order
+        self.logins = []
+        self.gate = threading.Event()
+
+    def _login(self, endpoint, alias):
+        self.logins.append((endpoint.user, alias))
+        assert self.gate.wait(30), "the test never opened the gate"
+        outcome = self.outcomes[(endpoint.user, alias)].pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+def test_a_login_begun_ahead_is_taken_by_the_same_endpoint_only(tmp_path):
+    files = ssh.ControllerFiles(str(tmp_path), str(tmp_path / "id"))
+    endpoint = SshEndpoint("10.0.0.7", 2222, "ubuntu")
     other_user = SshEndpoint(endpoint.host, endpoint.port, "gpuprov-nobody")
+    alias, alias_b, alias_c = ("gpuprov-sshcheck-00000000000%d" % n for n in range(3))
+    checker = ScriptedLogins(files, {
+        ("ubuntu", alias): ["SHA256:ahead", SshNotReady("connect: refused")],
+        ("gpuprov-nobody", alias): [SshNotReady("login as gpuprov-nobody: Authentication failed.")],
+        ("ubuntu", alias_b): ["SHA256:b"], ("ubuntu", alias_c): ["SHA256:c"],
+    })
+
+    checker.begin(endpoint, alias)
+    checker.begin(endpoint, alias)            # already begun: no second login
     checker.begin(other_user, alias)
-    for begun in list(checker._ahead.values()):
-        begun[0].join()
-    provider.delete(location, "sshcheck", [instance])
-    # delete signals the VM's sshd and returns (adapters never wait): it is gone once the provider sees it
-    # gone, and from then on no new login can pass.
-    deadline = time.monotonic() + SSHD_START_S
-    while any(o.instance_id == instance for o in provider.observe(location, "sshcheck")):
-        if time.monotonic() > deadline:
-            pytest.fail("the deleted VM's sshd never went away")
-        time.sleep(0.05)
-    # The same endpoint and alias take the login made ahead (before the VM went) ...
-    assert checker(endpoint, alias) == fingerprint
-    # ... once: the next call logs in again, and finds the VM gone.
-    with pytest.raises(SshNotReady):
+    checker.gate.set()
+
+    # The same endpoint and alias take the login made ahead (the call waits for it) ...
+    assert checker(endpoint, alias) == "SHA256:ahead"
+    assert sorted(checker.logins) == [("gpuprov-nobody", alias), ("ubuntu", alias)]
+    # ... once: the next call logs in again, and raises what that login found.
+    with pytest.raises(SshNotReady, match="connect: refused"):
         checker(endpoint, alias)
+    assert len(checker.logins) == 3
     # Another user's login was its own, and its failure is raised by the call that takes it.
     with pytest.raises(SshNotReady) as info:
         checker(other_user, alias)
-    assert "login as gpuprov-nobody" in str(info.value)
+    assert "login as gpuprov-nobody" in str(info.value) and len(checker.logins) == 3
+    # A login begun for one alias is not taken by another alias of the same endpoint.
+    checker.begin(endpoint, alias_b)
+    assert checker(endpoint, alias_c) == "SHA256:c"
+    assert checker(endpoint, alias_b) == "SHA256:b"
+    assert sorted(checker.logins[3:]) == [("ubuntu", alias_b), ("ubuntu", alias_c)]
 
 
 def test_a_local_vm_command_runs_in_a_shell_that_reads_no_rc_file(local_vm):

@@ -1,0 +1,1 @@
+"""Mutation testing of the collection's core: ``make mutation`` (see docs in README.md, "Mutation testing")."""

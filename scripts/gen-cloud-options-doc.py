@@ -94,12 +94,10 @@ def render_fragment(clouds) -> str:
     """The fragment's text: O(cloud_options) as a dict, pointing at the pages of each cloud."""
     names = sorted(clouds)
     description = [
-        "Adapter options per cloud, keyed by cloud name (%s), as in the playbooks' C(gpuprov_cloud_options), for "
-        "example C({\"gcp\": {\"project\": \"my-project\"}})." % ", ".join("V(%s)" % name for name in names),
-        "Each cloud's options and credentials are documented once, on its own page: C(docs/clouds/<cloud>.md) in "
-        "the collection, R(Clouds,%s) on the docs site." % SITE_LABEL,
-        "An unknown cloud or option, or a wrong value, fails the task before anything runs, naming it (for example "
-        "C(cloud_options.aws.regoins)). Credentials are never logged.",
+        "Options per cloud, keyed by cloud name (%s), as the playbooks' C(gpuprov_cloud_options). Each cloud's "
+        "options and credentials, and how they are checked, are on its own page, C(docs/clouds/<cloud>.md) "
+        "(R(Clouds,%s) on the docs site)."
+        % (", ".join("V(%s)" % name for name in names), SITE_LABEL),
     ]
     doc = {"options": {"cloud_options": {"description": description, "type": "dict", "default": {}}}}
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=104, allow_unicode=True)

@@ -15,13 +15,10 @@ class ModuleDocFragment:
 options:
   cloud_options:
     description:
-    - 'Adapter options per cloud, keyed by cloud name (V(aws), V(digitalocean), V(docker), V(gcp), V(hyperstack),
-      V(lambda), V(local), V(massedcompute), V(nebius), V(primeintellect), V(runpod), V(verda)), as in the
-      playbooks'' C(gpuprov_cloud_options), for example C({"gcp": {"project": "my-project"}}).'
-    - 'Each cloud''s options and credentials are documented once, on its own page: C(docs/clouds/<cloud>.md)
-      in the collection, R(Clouds,gpuprov_cloud_options) on the docs site.'
-    - An unknown cloud or option, or a wrong value, fails the task before anything runs, naming it (for example
-      C(cloud_options.aws.regoins)). Credentials are never logged.
+    - Options per cloud, keyed by cloud name (V(aws), V(digitalocean), V(docker), V(gcp), V(hyperstack), V(lambda),
+      V(local), V(massedcompute), V(nebius), V(primeintellect), V(runpod), V(verda)), as the playbooks' C(gpuprov_cloud_options).
+      Each cloud's options and credentials, and how they are checked, are on its own page, C(docs/clouds/<cloud>.md)
+      (R(Clouds,gpuprov_cloud_options) on the docs site).
     type: dict
     default: {}
 """

@@ -34,8 +34,8 @@ attributes:
   bypass_host_loop:
     support: none
 notes:
-  - "On the controller, with the controller's own Python (C(hosts: localhost) or C(delegate_to: localhost), the
-    usual case), the task runs in Ansible's process, without shipping the module: its action plugin validates the
-    same options and returns the same result. Anywhere else (another host, C(become), the C(environment) keyword,
-    C(async), another interpreter) the module runs as any module does."
+  - "On the controller with its own Python (C(hosts: localhost) or C(delegate_to: localhost), the usual case), the
+    action plugin runs the task in Ansible's process without shipping the module, with the same options and
+    result; anywhere else (another host, C(become), C(environment), C(async), another interpreter) the module runs
+    as any module does."
 """

@@ -19,9 +19,8 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options: {}
 notes:
-  - A member of the module_defaults group C(group/gpuprov.cloud.gpuprov), the modules that take O(journal). It
-    accepts every option the group shares, so any can be a group default, and ignores those it has no use for,
-    as their descriptions say.
+  - In the module_defaults group C(group/gpuprov.cloud.gpuprov), it accepts every option the group shares and
+    ignores those it has no use for, as their descriptions say.
 """
 
     # The VM settings as the vm module uses them.
@@ -29,22 +28,19 @@ notes:
 options:
   journal:
     description:
-      - Where the journal is. A path is an SQLite journal (created 0600); a C(postgresql://) DSN is a journal in that
-        PostgreSQL database, shared by every controller that names it (AWX nodes, teams).
-      - Defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+      - Where the journal is, an SQLite path (made 0600) or a C(postgresql://) DSN (shared by every controller that
+        names it). Unset means E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
     type: path
   journal_password:
     description:
-      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),
-        E(PGPASSFILE)) does not give it. Never logged, journalled or shown.
+      - Password of a PostgreSQL journal, unless the DSN or libpq's environment (E(PGPASSWORD), E(PGPASSFILE))
+        gives it. Never logged or shown.
     type: str
   ssh_key:
     description:
-      - Private key used to log in to the VM. When unset, E(GPUPROV_SSH_KEY_FILE), else the task's
-        C(ansible_ssh_private_key_file) (an AWX Machine credential), else the collection's own ed25519 key,
-        C(<state dir>/id_ed25519), generated (0600) on first use.
-      - The journal records the public key's fingerprint with each VM; a run holding another key is refused
-        before it touches the VM.
+      - Private key to log in with; unset means E(GPUPROV_SSH_KEY_FILE), else the task's
+        C(ansible_ssh_private_key_file) (an AWX Machine credential), else C(<state dir>/id_ed25519), made on first
+        use. Another key than the VM's is refused before the VM is touched; O(state=absent) needs none.
     type: path
   ssh_user:
     description: Login user where the cloud does not dictate one (the image default otherwise).
@@ -53,19 +49,16 @@ options:
     description: Seconds an instance may take to be Running with an SSH endpoint; unset means the cloud's own.
     type: int
   ssh_timeout:
-    description: Seconds to wait for a successful SSH login once the instance is Running; unset means 300.
+    description: Seconds to wait for an SSH login once the instance is Running; unset means 300.
     type: int
   teardown_timeout:
-    description: Seconds to wait for instances to be gone before the teardown is declared Leaked; unset means 600.
+    description: Seconds instances may take to be gone before the teardown is Leaked; unset means 600.
     type: int
   lease_ttl:
     description:
-      - Seconds the journal lease of a run on the VM lasts, from 10 to 3600; unset means E(GPUPROV_LEASE_TTL), else
-        120. A run holds it while it works on the VM and renews it every third of this; another run on the VM is
-        refused meanwhile, naming the holder and when its lease expires.
-      - A run killed elsewhere (an AWX node lost) blocks the VM until its lease expires, by the PostgreSQL server's
-        clock (the controllers' for SQLite); one killed on this host is taken over at once. A shorter lease frees
-        the VM sooner, for more journal writes.
+      - Seconds (10 to 3600; unset means E(GPUPROV_LEASE_TTL), else 120) a run's journal lease on the VM lasts,
+        renewed every third of it; other runs on the VM are refused meanwhile. A run killed on another host (a lost
+        AWX node) blocks the VM until then; shorter frees it sooner, for more journal writes.
     type: int
 """
 
@@ -73,30 +66,28 @@ options:
     VM_SETTINGS_IGNORED = r"""
 options:
   journal:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: path
   journal_password:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: str
   ssh_key:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: path
   ssh_user:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: str
   boot_timeout:
-    description: Shared by the module_defaults group (the boot timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: int
   ssh_timeout:
-    description: Shared by the module_defaults group (the SSH timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: int
   teardown_timeout:
-    description:
-      - Shared by the module_defaults group (the teardown timeout of M(gpuprov.cloud.vm)); ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: int
   lease_ttl:
-    description:
-      - Shared by the module_defaults group (the journal lease of M(gpuprov.cloud.vm)); ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: int
 """
 
@@ -104,7 +95,7 @@ options:
     CLOUD_IGNORED = r"""
 options:
   clouds:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: list
     elements: str
   cloud_options:
@@ -115,30 +106,30 @@ options:
     type: dict
     default: {}
   cloud:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: str
   gpu:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: str
   gpu_count:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: int
     default: 1
   regions:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: list
     elements: str
     default: []
   spot:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: bool
     default: false
   prefer:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: str
     choices: [order, price]
     default: order
   max_price_per_hour:
-    description: Shared by the module_defaults group; ignored by this module.
+    description: Ignored; shared by the module_defaults group.
     type: float
 """

@@ -18,26 +18,21 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options: {}
 notes:
-  - Credentials come from O(cloud_options), else from the environment variables or the files its cloud's page
-    names (C(docs/clouds/<cloud>.md)). V(local) needs none.
-  - The state directory (for the V(local) cloud's instances and the collection's SSH key) is E(GPUPROV_HOME),
-    else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
-  - "A classified cloud error fails the task with C(msg) set to C(<kind>: <message>), the kind being one of
-    C(Transient), C(Capacity), C(Quota), C(Unavailable), C(Failed), C(InvalidRequest) or C(Credentials)."
-  - "The modules that call a cloud run on the controller (M(gpuprov.cloud.vm) always does; run the others with
-    C(hosts: localhost) or C(delegate_to: localhost)); each cloud's packages must be installed for the Python that
-    runs them: C(pip install -r <collection>/requirements/<cloud>.txt) for each cloud used, or
-    C(<collection>/requirements.txt) for all, C(<collection>) being where the collection is installed (for
-    example C(~/.ansible/collections/ansible_collections/gpuprov/cloud)). A missing package fails the task with
-    the exact command."
+  - Credentials come from O(cloud_options), else from the environment variables or files its cloud's page names
+    (C(docs/clouds/<cloud>.md)); V(local) needs none.
+  - Each cloud used needs its packages for the Python that runs the task, C(<collection>/requirements/<cloud>.txt)
+    (C(docs/install.md)); a missing one fails the task with the command that installs it.
+  - "A classified cloud error fails the task with C(msg) set to C(<kind>: <message>), the kind being C(Transient),
+    C(Capacity), C(Quota), C(Unavailable), C(Failed), C(InvalidRequest) or C(Credentials)."
+  - The state directory is E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov).
 requirements:
   - python >= 3.11
-  - boto3 (for V(aws); C(requirements/aws.txt) of the collection)
-  - google-cloud-compute (for V(gcp); C(requirements/gcp.txt))
-  - docker (for V(docker); C(requirements/docker.txt))
-  - requests (for V(lambda) V(runpod) V(primeintellect) V(verda) V(massedcompute) V(hyperstack) and
-    V(digitalocean); their C(requirements/<cloud>.txt))
-  - nebius (for V(nebius); C(requirements/nebius.txt))
+  - boto3 (C(requirements/aws.txt))
+  - google-cloud-compute (C(requirements/gcp.txt))
+  - docker (C(requirements/docker.txt))
+  - requests (C(requirements/<cloud>.txt) of V(lambda) V(runpod) V(primeintellect) V(verda) V(massedcompute)
+    V(hyperstack) V(digitalocean))
+  - nebius (C(requirements/nebius.txt))
 """
 
     # One cloud (instance, instance_info).
@@ -45,15 +40,13 @@ requirements:
 options:
   cloud:
     description:
-      - The cloud whose primitives to call, for example V(aws), V(gcp), V(docker) or V(local).
-      - Unset means the first of O(clouds), else V(local).
-      - The V(local) cloud runs each instance as an C(sshd) on a loopback port and needs no credentials.
+      - The cloud to call, for example V(aws) or V(local) (an C(sshd) on a loopback port); unset means the first of
+        O(clouds), else V(local).
     type: str
   clouds:
     description:
-      - A search order, shared with M(gpuprov.cloud.vm) and M(gpuprov.cloud.offers) (for example through the
-        C(group/gpuprov.cloud.gpuprov) module_defaults group). Here only its first cloud counts, and only when
-        O(cloud) is unset.
+      - A search order shared with M(gpuprov.cloud.vm) (through module_defaults); here only its first cloud counts,
+        when O(cloud) is unset.
     type: list
     elements: str
 """
@@ -62,15 +55,13 @@ options:
     SEARCH = r"""
 options:
   clouds:
-    description:
-      - Clouds to search, in order of preference. The V(local) cloud runs each VM as an C(sshd) on a loopback port.
-      - Unset means the one cloud of O(cloud), else V(local).
+    description: Clouds to search, in order of preference. Unset means O(cloud), else V(local).
     type: list
     elements: str
   cloud:
     description:
-      - One cloud to search, when O(clouds) is unset. It is the option M(gpuprov.cloud.instance) and
-        M(gpuprov.cloud.instance_info) take, so that one module_defaults group entry serves every module.
+      - One cloud to search, when O(clouds) is unset (as M(gpuprov.cloud.instance) takes it, so one
+        module_defaults entry serves both).
     type: str
 """
 
@@ -78,8 +69,7 @@ options:
     REQUEST = r"""
 options:
   gpu:
-    description:
-      - The GPU model, for example V(H100), V(A100-80GB), V(L4). Unset or V(none) asks for no GPU.
+    description: The GPU model, for example V(H100), V(A100-80GB), V(L4). Unset or V(none) asks for no GPU.
     type: str
   gpu_count:
     description: Number of GPUs; at least 1.
@@ -87,11 +77,8 @@ options:
     default: 1
   regions:
     description:
-      - Regions to plan in; empty means each cloud's documented default list.
-      - The list is shared by the clouds of O(clouds); each plans in those it has and leaves the others out.
-        A cloud that has none of them (a typo, or only other clouds' regions) refuses the request when it plans
-        (InvalidRequest naming the requested regions and the ones it has) and nothing is made there; the task
-        fails when no cloud can plan.
+      - Regions to plan in (each cloud in those it has); empty means each cloud's default list. A cloud with none
+        of them refuses to plan (InvalidRequest, naming its own).
     type: list
     elements: str
     default: []
@@ -101,19 +88,15 @@ options:
     default: false
   prefer:
     description:
-      - The order in which offers are tried.
-      - V(order) keeps the order of O(clouds) (and each cloud's own order, cheapest first on the marketplace
-        clouds).
-      - V(price) orders the offers of every cloud together by hourly price, cheapest first; offers whose cloud
-        reports no price (spot offers on V(aws) and V(gcp)) come last.
+      - V(order) tries offers in the order of O(clouds) (then each cloud's own); V(price) tries all offers cheapest
+        first, those without a price (spot on V(aws) and V(gcp)) last.
     type: str
     choices: [order, price]
     default: order
   max_price_per_hour:
     description:
-      - Skip offers dearer than this many US dollars per hour (for the whole instance), and offers whose cloud
-        reports no price. Skipped offers are listed with the reason (M(gpuprov.cloud.offers), the search history).
-      - Unset means no limit.
+      - Skip offers dearer than this many US dollars per hour for the instance, or without a price; unset means no
+        limit.
     type: float
 """
 
@@ -122,12 +105,9 @@ options:
 options:
   tags:
     description:
-      - Tags for cost allocation, on every resource gpuprov makes for the VM where the cloud takes tags or labels,
-        for example a C(team) and a C(cost-center) tag. Values are strings; numbers and booleans become strings.
-      - What each cloud tags, and its rules for names and values, is on its page (C(docs/clouds/<cloud>.md));
-        V(runpod), V(primeintellect), V(verda) and V(massedcompute) take no tags and ignore them.
-      - They are merged with gpuprov's identity tags, C(gpuprov-vm-name) and C(gpuprov-journal-id), which every
-        resource carries and which always win. A name starting with C(gpuprov-), or a tag the cloud cannot hold,
-        is refused before any call, naming it. Every tag list sent to a cloud names each tag once.
+      - Tags for cost allocation (C(team), C(cost-center)) on each resource made for the VM where its cloud takes
+        tags or labels (its page, C(docs/clouds/<cloud>.md), says which and its rules); values become strings. The
+        identity tags (C(gpuprov-vm-name), C(gpuprov-journal-id)) always win; a name starting with C(gpuprov-), or
+        a tag the cloud cannot hold, is refused before any call.
     type: dict
 """

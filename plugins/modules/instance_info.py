@@ -74,25 +74,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 instances:
-  description: Every instance of the VM name found.
+  description: Every instance of the VM name found (C(docs/return-values.md#the-instance-record)).
   returned: success
   type: list
   elements: dict
-  contains:
-    instance_id: {description: The cloud's instance id., type: str, returned: always, sample: i-0abc}
-    status:
-      description: Normalised status (Pending, Running, Stopping, Stopped, Terminating, Failed).
-      type: str
-      returned: always
-      sample: Running
-    reason: {description: "Why, where the cloud says.", type: str, returned: always}
-    usable: {description: Running with an SSH endpoint., type: bool, returned: always}
-    cloud: {description: Cloud., type: str, returned: always, sample: gcp}
-    region: {description: Region., type: str, returned: always, sample: us-central1}
-    zone: {description: "Zone, where known.", type: str, returned: always, sample: us-central1-a}
-    ssh_host: {description: SSH host once there is one., type: str, returned: always, sample: 203.0.113.7}
-    ssh_port: {description: SSH port., type: int, returned: always, sample: 22}
-    ssh_user: {description: SSH user., type: str, returned: always, sample: gpuprov}
 exists:
   description: Whether a live (not failed, not terminating) instance exists.
   returned: success

@@ -21,7 +21,7 @@ description:
   - Never creates or changes the journal.
 requirements:
   - python >= 3.11
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
@@ -112,8 +112,7 @@ vms:
     price_per_hour: {description: "Hourly price in US dollars of a Ready VM, where its cloud reports one.",
                      type: float, returned: always, sample: 2.49}
     search:
-      description: "How the VM's last search went: C(offer) (n) of C(of) (m), its C(offer_id) and
-        C(price_per_hour), and C(skipped), why each earlier offer or cloud was skipped; null without a search."
+      description: "How the VM's last search went (C(docs/return-values.md#the-search-summary)); null without one."
       type: dict
       returned: always
 leaked:

@@ -1,14 +1,19 @@
 """What the modules return matches their RETURN documentation, on real runs: the vm
 module on the local cloud (real sshd) and on AWS (moto's EC2, with a stand-in for the
-SSH login, which cannot reach a fake cloud's address), and the instance, instance_info
-and offers modules on the local cloud. Every documented ``returned: always`` key is
-there, every value has its documented type, and no top-level key is undocumented."""
+SSH login, which cannot reach a fake cloud's address), and the instance, instance_info,
+offers and orphans modules on the local cloud. Every documented ``returned: always`` key is
+there, every value has its documented type, and no top-level key is undocumented.
+
+A record that a RETURN value names by its section of docs/return-values.md
+(``C(docs/return-values.md#the-vm-record)``) is checked against that section's table: each
+field it lists is there, with the type it gives."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import importlib
+import pathlib
 import re
 
 import pytest
@@ -16,6 +21,7 @@ import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service as vm_service
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
 
 # Keys Ansible itself gives every task result: documented by Ansible, not by each module.
@@ -27,9 +33,51 @@ VM = {"name": "retspec", "state": "present", "clouds": ["local"], "gpu": None, "
       "journal": None, "ssh_key": None, "ssh_user": None, "cloud_options": {}, "k8s": None, "boot_script": None}
 
 
+RECORDS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "return-values.md"
+RECORD_LINK = re.compile(r"docs/return-values\.md#([a-z0-9-]+)")
+RECORD_ROW = re.compile(r"^\| `(\w+)` \| (\w+(?: of \w+)?) \| (.*) \| (.*) \|$")
+
+
+def anchor(heading: str) -> str:
+    """A heading's anchor, as GitHub and myst-parser make it."""
+    return re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+
+
+def records():
+    """{anchor: the fields of that section's table of docs/return-values.md, as RETURN ``contains``}."""
+    found = {}
+    for section in RECORDS_PAGE.read_text().split("\n## ")[1:]:
+        heading, _sep, body = section.partition("\n")
+        fields = {}
+        for line in body.splitlines():
+            row = RECORD_ROW.match(line)
+            assert row or not line.startswith("| `"), "docs/return-values.md: a row that does not read: %r" % line
+            if row:
+                kind, _of, elements = row.group(2).partition(" of ")
+                fields[row.group(1)] = dict({"type": kind, "returned": "always", "description": row.group(3)},
+                                            **({"elements": elements} if elements else {}))
+        assert fields, "docs/return-values.md: section %r has no table" % heading
+        found[anchor(heading)] = fields
+    return found
+
+
+def with_records(spec, pages):
+    """``spec`` with each value that names a section of docs/return-values.md given its fields as ``contains``."""
+    for doc in spec.values():
+        text = " ".join(doc["description"]) if isinstance(doc["description"], list) else doc["description"]
+        link = RECORD_LINK.search(text)
+        if link:
+            assert "contains" not in doc, "documented twice: %s" % text
+            doc["contains"] = pages[link.group(1)]
+        elif "contains" in doc:
+            with_records(doc["contains"], pages)
+    return spec
+
+
 def return_spec(module: str):
-    return yaml.safe_load(importlib.import_module("ansible_collections.gpuprov.cloud.plugins.modules.%s"
-                                                  % module).RETURN)
+    """The module's RETURN, with the records it names on docs/return-values.md."""
+    return with_records(yaml.safe_load(importlib.import_module("ansible_collections.gpuprov.cloud.plugins.modules.%s"
+                                                               % module).RETURN), records())
 
 
 def mismatches(spec, result, where="", top=True):
@@ -90,7 +138,7 @@ def test_vm_on_the_local_cloud_returns_what_its_documentation_says(home):
     checked = VmService(dict(VM)).run(check_mode=True, diff=True)
     assert_matches("vm", checked)
     # The plan's offers have the fields its description names, as the offers module documents them.
-    named = set(re.findall(r"C\((\w+)\)", return_spec("vm")["plan"]["description"][1]))
+    named = set(re.findall(r"C\((\w+)\)", " ".join(return_spec("vm")["plan"]["description"])))
     offers_doc = return_spec("offers")["offers"]["contains"]
     assert checked["plan"] and all(set(row) == named for row in checked["plan"]), checked["plan"]
     assert named <= set(offers_doc)
@@ -167,3 +215,28 @@ def test_vm_on_aws_returns_its_zone_gpu_and_what_its_documentation_says(home, mo
         down = VmService(dict(params, state="absent")).run()
     assert_matches("vm", down)
     fake.clear(account=creds["aws_access_key_id"])
+
+
+def test_orphans_on_the_local_cloud_returns_what_its_documentation_says(home):
+    params = {"name": "retspec", "cloud": "local", "state": "present", "cloud_options": {}, "gpu_count": 1}
+    sweeping = {"state": "present", "clouds": ["local"], "cloud": None, "regions": [], "include_foreign": False,
+                "include_legacy": False, "journal": None, "journal_password": None, "teardown_timeout": None,
+                "cloud_options": {}}
+    assert_matches("orphans", sweep.run_task(dict(sweeping), check_mode=True))
+    made = primitives.instance(dict(params))
+    try:
+        found = sweep.run_task(dict(sweeping), check_mode=True)
+        assert_matches("orphans", found)
+        assert [(r["id"], r["category"]) for r in found["resources"] if r["kind"] == "instance"] == [
+            (made["instance"]["instance_id"], "owned")], found["resources"]
+    finally:
+        primitives.instance(dict(params, state="absent"))
+
+
+def test_each_record_a_module_names_is_a_section_of_the_page_and_each_section_is_named():
+    pages = records()
+    named = set()
+    for path in sorted((RECORDS_PAGE.parents[1] / "plugins" / "modules").glob("*.py")):
+        module = importlib.import_module("ansible_collections.gpuprov.cloud.plugins.modules.%s" % path.stem)
+        named.update(RECORD_LINK.findall(module.RETURN))
+    assert named == set(pages), (sorted(named), sorted(pages))

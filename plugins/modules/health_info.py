@@ -33,9 +33,8 @@ description:
     checks every VM; outside check mode the ssh config and C(known_hosts) are first generated from the journal, as
     M(gpuprov.cloud.vm) does. A disagreement does not fail the task; RV(healthy) says whether there is one.
 requirements:
-  - paramiko (for the SSH login check; C(requirements/base.txt) and every C(requirements/<cloud>.txt) of the
-    collection)
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - paramiko (for the SSH login check, C(requirements/base.txt), in every C(requirements/<cloud>.txt))
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

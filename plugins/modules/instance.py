@@ -11,29 +11,24 @@ module: instance
 short_description: Ensure one cloud instance of a VM, or none
 version_added: 0.1.0
 description:
-  - Calls the cloud adapter's primitives for one VM name on one offer, idempotently.
+  - Calls the cloud adapter's primitives for one VM name on one offer, idempotently, without waiting for boot or
+    logging in (M(gpuprov.cloud.instance_info) tells when it runs; M(gpuprov.cloud.vm) does the whole launch).
   - O(state=present) picks the offer named by O(region), O(zone) and O(instance_type) among those the cloud plans
-    for the request (or the first one it plans), prepares it (side resources such as a security group or a
-    firewall rule, made only when missing), observes the VM name there and creates an instance only when none is
-    live. A second run reports no change. Before it creates, and again with the new instance's id, it records
-    the location in the journal under the key C(instance:<cloud>:<name>), so M(gpuprov.cloud.orphans) (the sweep)
-    and C(status -e orphans=true) count the instance as owned, never as an orphan; while an orphan sweep is
-    removing resources of the same name, the task fails naming the sweep and creates nothing.
-  - O(state=absent) runs the teardown machine of M(gpuprov.cloud.vm) at the location, on the journal, under the
-    key C(instance:<cloud>:<name>), which is never a VM's key. It journals the instances it finds before deleting
-    them, waits for them to be gone (see O(wait)) and removes the side resources. A run that was interrupted (Ctrl-C, a
-    killed job) is resumed by the next one, and a teardown that ended C(Leaked) is retried by the next one, at
-    its locations as well as the task's. While one runs, another task on the same name and cloud fails instead
-    of interleaving with it.
-  - Every resource carries the VM identity (tag or label C(gpuprov-vm-name), or the name C(gpuprov-<name>)) and
-    the id of the journal (tag or label C(gpuprov-journal-id)). O(state=present) never adopts, and O(state=absent)
-    never deletes, an instance that carries another journal's id (another controller's); absent reports it in a
-    warning and leaves it alone. Instances made before journal ids existed carry none and count as this journal's.
-  - This module does not wait for a new instance to boot and never logs in; M(gpuprov.cloud.instance_info) tells
-    when it is running, and M(gpuprov.cloud.vm) does the whole launch with failover, SSH check and journal.
+    (or the first one), prepares it (side resources such as a security group, made only when missing) and creates
+    an instance unless one of the VM name is live; a second run changes nothing. Before it creates, and again with
+    the new id, it records the location in the journal under the key C(instance:<cloud>:<name>), so the sweep
+    (M(gpuprov.cloud.orphans)) counts the instance as owned; it fails, creating nothing, while a sweep is removing
+    resources of the name.
+  - O(state=absent) runs the teardown machine of M(gpuprov.cloud.vm) at the location, journalled under that key
+    (never a VM's); it journals the instances it finds, deletes them, waits for them to be gone (O(wait)) and
+    removes the side resources. An interrupted or C(Leaked) teardown is resumed by the next run; another task on
+    the same name and cloud fails meanwhile.
+  - Every resource carries the VM identity (C(gpuprov-vm-name), or the name C(gpuprov-<name>)) and the journal's
+    id (C(gpuprov-journal-id)); another journal's instance is never adopted nor deleted, only warned about, and
+    one without a journal id counts as this journal's.
 requirements:
-  - cryptography (for the collection's SSH key and the V(local) cloud's host keys; ansible-core brings it)
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - cryptography (for the SSH keys; ansible-core brings it)
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
@@ -51,62 +46,62 @@ attributes:
   check_mode:
     support: full
     details:
-      - Plans and observes only (no prepare, create, delete or cleanup, no SSH key generated, no journal created
-        or written) and predicts C(changed) from whether a live instance of the VM name exists.
+      - Plans and observes only (nothing prepared, created, deleted or written, no SSH key made) and predicts
+        C(changed) from whether a live instance of the VM name exists.
   diff_mode:
     support: full
     details:
-      - The instance record before and after (cloud, region, zone, instance type, GPU, GPU count, instance id,
-        status and SSH endpoint); in check mode, the record the offer would make, its id not known yet.
+      - Cloud, region, zone, instance type, GPU and count, instance id, status and SSH endpoint, before and after;
+        in check mode, what the offer would make (no id yet).
   platform:
     platforms: posix
 options:
   name:
     description:
-      - The VM name, a DNS label (1-63 characters of V(a-z), V(0-9) and V(-)); the identity every resource carries.
+      - The VM name, a DNS label (1-63 of V(a-z), V(0-9), V(-)), the identity every resource carries.
     type: str
     required: true
   state:
     description:
-      - V(present) makes sure one live instance exists; V(absent) makes sure none does and the side resources are gone.
+      - V(present) makes sure one live instance exists; V(absent) that none does, nor its side resources.
     type: str
     choices: [present, absent]
     default: present
   region:
     description:
-      - The offer's region (and, with O(state=absent), the location to clean up). Unset takes the first offer the
-        cloud plans for the request.
+      - The offer's region (with O(state=absent), the location to clean up); unset takes the first offer planned.
     type: str
   zone:
     description:
-      - The offer's zone where the cloud has zones. For clouds whose offers are regional, pins the instance there.
+      - The offer's zone, where the cloud has zones (on a cloud with regional offers, it pins the instance).
     type: str
   instance_type:
     description:
-      - The offer's instance (machine) type; it must be one the cloud plans for O(gpu) and O(gpu_count).
+      - The offer's instance type, one the cloud plans for O(gpu) and O(gpu_count).
     type: str
   ssh_public_key:
     description:
-      - The OpenSSH public key line to authorise on the instance. Unset uses the public half of O(ssh_key).
+      - The OpenSSH public key line to authorise on the instance; unset means that of O(ssh_key).
     type: str
   ssh_key:
     description:
-      - Private key whose public half is authorised on the instance. Unset uses the collection's own ed25519 key,
-        C(<state dir>/id_ed25519), generated (0600) on first use.
+      - Private key whose public half is authorised; unset means C(<state dir>/id_ed25519), made on first use.
     type: path
   ssh_user:
     description: Login user where the cloud does not dictate one (the image default otherwise).
     type: str
   journal:
     description:
-      - Path of the SQLite journal, the one M(gpuprov.cloud.vm) uses by default. Its id is the identity the
-        instances carry besides the VM name, and O(state=absent) runs its teardown on it. Defaults to
-        E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+      - The journal (as M(gpuprov.cloud.vm) takes it), whose id the instances carry and where the location and the
+        teardown are journalled. Unset means E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
     type: path
+  journal_password:
+    description: Password of a PostgreSQL journal, as M(gpuprov.cloud.vm) takes it. Never logged or shown.
+    type: str
   allowed_cidrs:
     description:
-      - Source addresses allowed to reach the instance. Empty means the cloud's own default (its
-        C(allowed_cidrs) option, or the controller's address on V(aws)); never V(0.0.0.0/0) unless given.
+      - Source addresses allowed in; empty means the cloud's default (its C(allowed_cidrs) option, or the
+        controller's address on V(aws)), never V(0.0.0.0/0) unless given.
     type: list
     elements: str
     default: []
@@ -117,31 +112,27 @@ options:
     default: []
   wait:
     description:
-      - With O(state=absent), wait until the instances are gone, then remove the side resources.
-      - V(false) requests the deletion and returns (RV(state=DeletionRequested)), cleaning up only if the instances
-        are already gone. A later run cleans up; with O(wait=true) it resumes the wait instead of deleting again.
+      - With O(state=absent), wait until the instances are gone, then remove the side resources. V(false) requests
+        the deletion and returns (RV(state=DeletionRequested)); a later run cleans up, with O(wait=true) waiting
+        rather than deleting again.
     type: bool
     default: true
   wait_timeout:
     description:
-      - Seconds the teardown may wait for the instances to be gone. When they are still there after it, the task
-        fails with RV(state=Leaked) and RV(leaked) naming them; the next O(state=absent) run retries.
+      - Seconds the teardown waits for the instances to be gone; after it, the task fails with RV(state=Leaked)
+        (RV(leaked) names them), and the next O(state=absent) run retries.
     type: int
     default: 600
   lease_ttl:
     description:
-      - Seconds the journal lease on this name and cloud lasts, renewed every third of it while O(state=absent)
-        tears down; another instance task there is refused meanwhile. From 10 to 3600. Unset means
-        E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
-      - O(state=present) holds it, unrenewed, while it prepares and creates; keep it above the time the cloud takes
-        for those, or a teardown of the same name may start before the create returns.
+      - The journal lease on the name and cloud, as M(gpuprov.cloud.vm) takes it. O(state=present) holds it
+        unrenewed while it prepares and creates; keep it above the time those take, or a teardown of the name may
+        start before the create returns.
     type: int
 notes:
-  - A failed C(create) leaves what C(prepare) made (for example the security group); the next run reuses it, and
-    O(state=absent) removes it.
-  - Instances made by this module are not written to the VM records of M(gpuprov.cloud.vm) (its inventory and
-    status), only identified with its journal. A VM name used with both, on the same journal, is one identity, so
-    each sees (and may remove) the other's instances.
+  - A failed C(create) leaves what C(prepare) made; the next run reuses it, and O(state=absent) removes it.
+  - Its instances are not VM records of M(gpuprov.cloud.vm) (its inventory and status), only of its journal; a VM
+    name used with both, on one journal, is one identity, so each sees (and may remove) the other's instances.
 seealso:
   - module: gpuprov.cloud.offers
   - module: gpuprov.cloud.instance_info
@@ -197,37 +188,24 @@ EXAMPLES = r"""
 
 RETURN = r"""
 instance:
-  description: The live instance of the VM name (the one created, or the one found); null in check mode when none exists.
+  description:
+    - The live instance of the VM name, created or found (C(docs/return-values.md#the-instance-record)); null in
+      check mode without one.
   returned: O(state=present)
   type: dict
-  contains:
-    instance_id: {description: The cloud's instance id., type: str, returned: always, sample: i-0abc}
-    status:
-      description: Normalised status (Pending, Running, Stopping, Stopped, Terminating, Failed).
-      type: str
-      returned: always
-      sample: Running
-    reason: {description: "Why, where the cloud says (a failed or stopped instance).", type: str, returned: always}
-    usable: {description: Running with an SSH endpoint., type: bool, returned: always}
-    cloud: {description: Cloud., type: str, returned: always, sample: aws}
-    region: {description: Region., type: str, returned: always, sample: us-east-1}
-    zone: {description: "Zone, where known.", type: str, returned: always, sample: us-east-1a}
-    ssh_host: {description: SSH host once there is one., type: str, returned: always, sample: 203.0.113.7}
-    ssh_port: {description: SSH port., type: int, returned: always, sample: 22}
-    ssh_user: {description: SSH user., type: str, returned: always, sample: ubuntu}
 instances:
-  description: Every instance of the VM name observed at the location (same fields as RV(instance)).
+  description: Every instance of the VM name observed at the location (C(docs/return-values.md#the-instance-record)).
   returned: success
   type: list
   elements: dict
 offer:
-  description: The offer used (as RV(gpuprov.cloud.offers#module:offers) returns them).
+  description: The offer used, as RV(gpuprov.cloud.offers#module:offers) returns them.
   returned: O(state=present)
   type: dict
 prepared:
   description:
-    - What C(prepare) returned (image, network, security group or firewall rule, ...).
-    - Null in check mode, and when the instance already existed (nothing is prepared for it).
+    - What C(prepare) returned (image, network, security group or firewall rule...); null in check mode and when
+      the instance already existed.
   returned: O(state=present)
   type: dict
 location:
@@ -235,7 +213,7 @@ location:
   returned: success
   type: dict
 deleted:
-  description: Instance ids whose deletion was requested (or would be, in check mode).
+  description: Instance ids whose deletion was (in check mode, would be) requested.
   returned: O(state=absent)
   type: list
   elements: str
@@ -245,9 +223,8 @@ cleaned_up:
   type: bool
 state:
   description:
-    - Where the teardown ended. C(Done) (gone, side resources removed), C(DeletionRequested) (O(wait=false) and
-      the instances are still leaving) or C(Leaked) (still there after O(wait_timeout), or the cloud refused; the
-      task failed).
+    - Where the teardown ended, C(Done) (all gone), C(DeletionRequested) (O(wait=false), the instances still
+      leaving) or C(Leaked) (still there after O(wait_timeout), or the cloud refused; the task failed).
   returned: O(state=absent), not in check mode
   type: str
   sample: Done

@@ -11,28 +11,23 @@ module: orphans
 short_description: Find or remove what no journal row owns
 version_added: 0.1.0
 description:
-  - Lists every resource that carries gpuprov's identity (the tag or label C(gpuprov-vm-name), or the name
-    C(gpuprov-<name>) where a cloud has no tags) on O(clouds) and O(regions) (instances, and the side resources the
-    adapters make, such as security groups, firewall rules and registered SSH keys), and joins each with the journal.
-  - "Each resource is one of: V(orphan) (it carries this journal's id and no journal row owns it: no row for its
-    VM name, a teardown that ended C(Done), or an C(Aborted) or C(Exhausted) run that names no location on its
-    cloud); V(owned) (a row owns it: a run of the name is in progress, or a Ready, Leaked or kept VM of the name
-    is on that cloud, since a cloud's cleanup acts by name and some side resources are global;
-    M(gpuprov.cloud.vm) and C(down) handle it); V(foreign) (another journal's id: another controller's); or
-    V(legacy) (no journal id: made before journal ids existed)."
-  - O(state=present) only reports. O(state=absent) removes the orphans (and, when asked, the foreign or legacy
-    resources) through the teardown machine of M(gpuprov.cloud.vm), one per VM name, journalled under the key
-    C(sweep:<name>) (C(sweep:<journal id>:<name>) for another journal's resources), which is never a VM's key. A
-    sweep that was interrupted (Ctrl-C, a killed job) is resumed by the next O(state=absent) run before it does
-    anything else.
-  - While it removes a VM name's orphans it holds the lease of that VM's journal row, when there is one, so a
-    provision of the same name waits for it; and before each step it checks that no run of the name has come to
-    own the location meanwhile (it then stops, and reports the resources in RV(not_removed)).
-  - Reports what it found and removed by cloud, region and id, with the hourly price where the cloud's listing
-    reports one, and the total cost per hour of each category. What a removal reports as removed was checked by a
-    second listing; what is still listed after its teardown is in RV(not_removed).
+  - Lists every resource that carries gpuprov's identity (tag or label C(gpuprov-vm-name), or the name
+    C(gpuprov-<name>)) on O(clouds) and O(regions), instances and side resources (security groups, firewall rules,
+    SSH keys...), and joins each with the journal.
+  - "Each is V(orphan) (this journal's id, and no row owns it: none for its VM name, a teardown that ended
+    C(Done), or an C(Aborted) or C(Exhausted) run naming no location on its cloud), V(owned) (a run of the name is
+    in progress, or a Ready, Leaked or kept VM or instance task of the name is on that cloud, since a cleanup acts
+    by name and some side resources are global; M(gpuprov.cloud.vm) and C(down) handle it), V(foreign) (another
+    journal's id, another controller's) or V(legacy) (no journal id, made before there were any)."
+  - O(state=absent) removes the orphans (and, when asked, the foreign or legacy ones) through the teardown machine
+    of M(gpuprov.cloud.vm), one per VM name, journalled under C(sweep:<name>) (C(sweep:<journal id>:<name>) for
+    another journal's), never a VM's key; an interrupted sweep is resumed first by the next one. It holds the VM
+    row's lease meanwhile, so a provision of the name waits, and stops if a run of the name comes to own the
+    location (RV(not_removed)).
+  - Reports what it found and removed by cloud, region and id, with hourly prices and each category's cost per
+    hour; what is reported removed was checked by a second listing.
 requirements:
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:
@@ -48,22 +43,21 @@ attributes:
   check_mode:
     support: full
     details:
-      - Lists and classifies exactly as a real run does, and reports in RV(would_remove) what O(state=absent) would
-        remove; nothing is removed, resumed or written, and the journal is not created when it does not exist.
+      - Lists and classifies as a real run does, and reports in RV(would_remove) what O(state=absent) would
+        remove; nothing is removed, resumed or written (no journal made).
 options:
   state:
     description:
-      - V(present) reports and changes nothing. V(absent) removes the orphans (and what O(include_foreign) and
-        O(include_legacy) add).
+      - V(present) only reports; V(absent) removes the orphans (and what O(include_foreign) and O(include_legacy)
+        add).
     type: str
     choices: [present, absent]
     default: present
   clouds:
     description:
-      - The clouds to look on. Unset means every cloud that has credentials on this controller, without calling
-        it (a credential option in O(cloud_options) or its environment variable, or the SDK's own credential
-        files, such as C(~/.aws/credentials), Application Default Credentials or the Docker socket), and always
-        V(local).
+      - The clouds to look on; unset means V(local) and every cloud with credentials here, found without a call
+        (in O(cloud_options), the environment or the SDK's own, such as C(~/.aws/credentials), Application Default
+        Credentials or the Docker socket).
     type: list
     elements: str
   cloud:
@@ -71,57 +65,48 @@ options:
     type: str
   regions:
     description:
-      - Only these regions. Empty means every region each cloud's catalog knows (or, where one listing covers
-        every region, that listing).
+      - Only these regions; empty means every region each cloud's catalog knows (or its one all-region listing).
     type: list
     elements: str
     default: []
   include_foreign:
     description:
-      - With O(state=absent), also remove the resources of other journals (other controllers), acting as their
-        journal. Only when that journal is known to be gone for good.
+      - With O(state=absent), also remove other journals' resources, acting as their journal; only for a journal
+        gone for good.
     type: bool
     default: false
   include_legacy:
     description:
-      - With O(state=absent), also remove the resources that carry no journal id and that no row of this journal
-        owns.
+      - With O(state=absent), also remove the resources without a journal id that no row of this journal owns.
     type: bool
     default: false
   journal:
     description:
-      - Where the journal is (an SQLite path or a C(postgresql://) DSN); defaults to E(GPUPROV_JOURNAL), else the
-        state directory's C(journal.sqlite). Its id decides what is an orphan and what is foreign; O(state=absent)
-        journals its teardowns there.
+      - The journal (as M(gpuprov.cloud.vm) takes it), whose id decides what is an orphan and what is foreign, and
+        where O(state=absent) journals its teardowns.
     type: path
   journal_password:
     description:
-      - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment does not give it.
-        Never logged, journalled or shown.
+      - Password of a PostgreSQL journal, as M(gpuprov.cloud.vm) takes it. Never logged or shown.
     type: str
   teardown_timeout:
     description:
-      - Seconds a VM name's instances may take to be gone before its teardown is declared C(Leaked) (reported in
-        RV(not_removed); the next O(state=absent) run retries it). Unset means 600.
+      - Seconds a VM name's instances may take to be gone before its teardown is C(Leaked) (in RV(not_removed),
+        retried by the next run); unset means 600.
     type: int
   lease_ttl:
     description:
-      - Seconds the journal lease on a VM name lasts while O(state=absent) tears its resources down (renewed every
-        third of it); a VM run of that name is refused meanwhile. From 10 to 3600. Unset means
-        E(GPUPROV_LEASE_TTL), else 120. See M(gpuprov.cloud.vm) for the trade-off.
+      - The journal lease on a VM name while O(state=absent) tears its resources down (a run of the name is refused
+        meanwhile), as M(gpuprov.cloud.vm) takes it.
     type: int
 notes:
-  - Runs on the controller through its action plugin, where the journal and the cloud credentials are, and prints
-    a line per teardown step as it goes.
-  - The cloud's C(cleanup) removes the side resources of a VM name that carry the journal's id or none, so removing
-    an orphan also removes legacy side resources of the same name at that location.
-  - Instances made by M(gpuprov.cloud.instance) with O(state=present) have no journal row and are therefore
-    orphans of its journal; remove them with M(gpuprov.cloud.instance) or sweep only after they are done.
-  - Clouds without tags mark names with a hash of the journal id; another journal's resources there show as
-    C(j<8 hex>), and O(include_foreign) removes their instances but may leave their side resources (reported in
-    RV(not_removed)).
-  - A cloud that cannot be listed (no answer, refused credentials, an adapter without a listing) is named in
-    RV(errors) and a warning; the others are swept.
+  - Runs on the controller through its action plugin, printing a line per teardown step.
+  - A cloud's C(cleanup) removes the side resources of a name that carry the journal's id or none, so removing an
+    orphan also removes legacy side resources of the name at that location.
+  - Clouds without tags mark names with a hash of the journal id (another journal's show as C(j<8 hex>));
+    O(include_foreign) removes their instances but may leave their side resources (in RV(not_removed)).
+  - A cloud that cannot be listed (no answer, refused credentials, no listing) is named in RV(errors) and a
+    warning; the others are swept.
 seealso:
   - module: gpuprov.cloud.vm
   - module: gpuprov.cloud.journal_info
@@ -154,36 +139,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 resources:
-  description: Every resource found, orphans first, then foreign, legacy and owned.
+  description:
+    - Every resource found, orphans first, then foreign, legacy and owned, each with its category, why, and the
+      action taken (C(docs/return-values.md#the-swept-resource)).
   returned: always
   type: list
   elements: dict
-  contains:
-    category: {description: "V(orphan), V(foreign), V(legacy) or V(owned).", type: str, returned: always,
-               sample: orphan}
-    why: {description: Why it is in its category., type: str, returned: always,
-          sample: this journal has no row for train1}
-    kind:
-      description: "V(instance), V(security_group), V(firewall), V(ssh_key), V(environment) or V(other)."
-      type: str
-      returned: always
-      sample: instance
-    id: {description: The cloud's id of the resource., type: str, returned: always, sample: i-0abc}
-    cloud: {description: Cloud., type: str, returned: always, sample: aws}
-    region: {description: Region., type: str, returned: always, sample: us-east-1}
-    zone: {description: "Zone, where the cloud has one.", type: str, returned: always, sample: us-east-1a}
-    vm_name: {description: The VM name it carries., type: str, returned: always, sample: train1}
-    journal_id: {description: "The journal id it carries; null for legacy.", type: str, returned: always}
-    status: {description: "An instance's normalised status; null for side resources.", type: str,
-             returned: always, sample: Running}
-    price_per_hour: {description: "Hourly price in US dollars where the listing reports one, else null.",
-                     type: float, returned: always, sample: 2.49}
-    name: {description: "The cloud's display name, where it has one.", type: str, returned: always}
-    action:
-      description: "V(keep), V(would remove), V(removed) or V(failed)."
-      type: str
-      returned: always
-      sample: would remove
 orphans:
   description: The resources of RV(resources) whose category is V(orphan).
   returned: always

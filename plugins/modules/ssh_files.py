@@ -22,7 +22,7 @@ description:
   - Files are written 0600. The journal is only read. Runs on the controller through its action plugin.
 requirements:
   - python >= 3.11
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

@@ -22,7 +22,7 @@ description:
     O(journal_password) defaults reach the stages the C(gpuprov.cloud.k3s) role records."
 requirements:
   - python >= 3.11
-  - psycopg (for a C(postgresql://) O(journal); C(requirements/postgresql.txt) of the collection)
+  - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)
 extends_documentation_fragment:

@@ -41,6 +41,9 @@ class Mutant:
     top: int = 0            # the index of the top-level statement it is in, and a digest of that statement's
     expected: str = ""      # ast.dump once changed: what the spliced text must parse to
     occurrence: int = 0
+    # For import-time code: the lines whose tests are chosen (where the assigned names are used, or the body of
+    # the function whose default it is); empty: every test of the file.
+    uses: Tuple[int, ...] = ()
 
     @property
     def id(self) -> str:
@@ -139,6 +142,14 @@ class _Collector:
         self.scope: List[str] = []
         self.in_function = False
         self.top = 0
+        self.import_stmt: Optional[ast.stmt] = None   # the module- or class-level statement being visited
+        self.header_of: Optional[ast.AST] = None      # the function whose decorators or defaults are visited
+        self.used: dict = {}
+        for node in ast.walk(self.tree):
+            name = node.id if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) else \
+                node.attr if isinstance(node, ast.Attribute) else None
+            if name:
+                self.used.setdefault(name, set()).update(range(node.lineno, node.end_lineno + 1))
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, operator: str, node: ast.AST, parent: ast.AST, new: Optional[ast.AST],
@@ -159,7 +170,18 @@ class _Collector:
         span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
         self.mutants.append(Mutant(self.path, ".".join(self.scope) or "<module>", operator, before, after, node.lineno,
                                    node.end_lineno, self.in_function, span, replacement, top=self.top,
-                                   expected=_digest(expected)))
+                                   expected=_digest(expected), uses=() if self.in_function else self._uses()))
+
+    def _uses(self) -> Tuple[int, ...]:
+        if self.header_of is not None:
+            body = self.header_of.body
+            return tuple(range(body[0].lineno, body[-1].end_lineno + 1))
+        stmt = self.import_stmt
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+            if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        own = set(range(stmt.lineno, stmt.end_lineno + 1)) if stmt else set()
+        return tuple(sorted(set().union(*[self.used.get(n, set()) for n in names]) - own)) if names else ()
 
     # -- traversal ---------------------------------------------------------------------------
     def visit(self, node: ast.AST, parent: Optional[ast.AST] = None):
@@ -174,6 +196,8 @@ class _Collector:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             return
         if isinstance(node, ast.stmt):
+            if not self.in_function:
+                self.import_stmt = node
             self._statement(node, parent)
         elif isinstance(node, ast.expr) and parent is not None:
             self._expression(node, parent)
@@ -193,6 +217,9 @@ class _Collector:
 
     def _visit_definition(self, node):
         # Decorators, defaults and bases run in the enclosing scope; annotations are never mutated.
+        if not self.in_function:
+            self.import_stmt = node
+        self.header_of = None if isinstance(node, ast.ClassDef) else node
         for item in node.decorator_list:
             self.visit(item, node)
         if isinstance(node, ast.ClassDef):
@@ -201,6 +228,7 @@ class _Collector:
         else:
             for item in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
                 self.visit(item, node.args)
+        self.header_of = None
         outer = self.in_function
         self.scope.append(node.name)
         self.in_function = not isinstance(node, ast.ClassDef)

@@ -186,11 +186,11 @@ def measure(copy_root: pathlib.Path, targets: List[str], modules: List[str], has
 
 
 def select(mutant: Mutant, cover: dict) -> List[str]:
-    """The passing tests that ran the mutant's lines (all of the file's, for import-time code), fastest first."""
+    """The passing tests that ran the mutant's lines (for import-time code: the lines that use what it sets, else
+    all of the file's), the file's own tests first, fastest first."""
     by_line = cover["lines"].get(mutant.path, {})
-    if mutant.in_function:
-        chosen = {t for line in mutant.lines for t in by_line.get(str(line), [])}
-    else:
+    chosen = {t for line in (mutant.uses or mutant.lines) for t in by_line.get(str(line), [])}
+    if not mutant.in_function and not chosen:   # used only at import time too, or nowhere in the file
         chosen = {t for tests in by_line.values() for t in tests}
     results = cover["tests"]
     chosen = {t for t in chosen if results.get(t, {}).get("passed") and not results[t].get("skipped")}

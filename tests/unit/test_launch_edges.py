@@ -16,7 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (
-    ScriptedProvider, World, at, kind_of, offer,
+    ScriptedProvider, World, kind_of, offer,
 )
 
 A, B = "fakea", "fakeb"
@@ -208,4 +208,3 @@ def test_retry_until_up_after_a_planning_outage_plans_again_instead_of_aborting(
     assert len(exhausted) == 1 and exhausted[0]["note"].startswith("retries exhausted after 3 attempts")
     assert w.path().count("Planning") == 2
     w.assert_clean(keep=out.state["vm"]["instance_id"])
-

@@ -70,9 +70,9 @@ def test_observed_and_owned_round_trip_through_json_with_their_nested_records():
 
 def test_an_unknown_error_kind_or_block_scope_is_refused_at_once():
     with pytest.raises(ValueError, match="unknown error kind 'Oops'"):
-        ProviderError("Oops", "x")
+        raise ProviderError("Oops", "x")
     with pytest.raises(ValueError, match="unknown block scope 'galaxy'"):
-        ProviderError(ErrorKind.CAPACITY, "x", "galaxy")
+        raise ProviderError(ErrorKind.CAPACITY, "x", "galaxy")
 
 
 @pytest.mark.parametrize("kind, scope", [
@@ -132,7 +132,9 @@ def test_every_resource_carries_the_vm_name_and_the_journal_id_over_the_users_ta
 
 def test_tag_changes_set_what_differs_and_purge_only_what_is_not_kept():
     current = {"a": "1", "b": "2", "gpuprov-vm-name": "vm1", "aws:x": "y"}
-    keep = lambda name: name.startswith(("gpuprov-", "aws:"))   # noqa: E731
+
+    def keep(name):
+        return name.startswith(("gpuprov-", "aws:"))
     assert tag_changes(current, {"a": "1", "b": "3"}, False, keep) == {"set": {"b": "3"}, "removed": []}
     assert tag_changes(current, {"c": "4"}, True, keep) == {"set": {"c": "4"}, "removed": ["a", "b"]}
     assert tag_changes(current, dict(current), True, keep) == {"set": {}, "removed": []}

@@ -28,9 +28,9 @@ notes:
 options:
   journal:
     description:
-      - Where the journal is, an SQLite path (made 0600) or a C(postgresql://) DSN (shared by every controller that
-        names it). Unset means E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
-    type: path
+      - An SQLite path (made 0600; C(~) and C($VAR) expanded) or a C(postgresql://) DSN (taken as written; shared
+        by every controller that names it). Unset means E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
+    type: str
   journal_password:
     description:
       - Password of a PostgreSQL journal, unless the DSN or libpq's environment (E(PGPASSWORD), E(PGPASSFILE))
@@ -67,7 +67,7 @@ options:
 options:
   journal:
     description: Ignored; shared by the module_defaults group.
-    type: path
+    type: str
   journal_password:
     description: Ignored; shared by the module_defaults group.
     type: str

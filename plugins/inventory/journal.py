@@ -44,9 +44,9 @@ options:
       - gpuprov.cloud.journal
   journal:
     description:
-      - The journal to read. A path is an SQLite journal; C(~) and environment variables are expanded, and a
-        relative path is relative to the directory of this configuration file. A C(postgresql://) DSN is a
-        PostgreSQL journal.
+      - The journal to read. A path is an SQLite journal; C(~) and environment variables (C($VAR)) are expanded,
+        and a relative path is relative to the directory of this configuration file. A C(postgresql://) DSN is a
+        PostgreSQL journal, taken as written (a C($) in its password is kept).
       - Defaults to E(GPUPROV_JOURNAL), else C(journal.sqlite) in the gpuprov state directory
         (E(GPUPROV_HOME), else C($XDG_STATE_HOME/gpuprov), else C(~/.local/state/gpuprov)), the same default as
         M(gpuprov.cloud.vm).
@@ -168,7 +168,9 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import is_dsn, shown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_journal_path, default_state_dir
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
+    default_journal_path, default_state_dir, journal_location,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
 
 CONFIG_NAMES = ("gpuprov.yml", "gpuprov.yaml", "gpuprov.journal.yml", "gpuprov.journal.yaml")
@@ -423,12 +425,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         configured = self.get_option("journal")
         if not configured:
             return default_journal_path(), False
-        configured = os.path.expanduser(os.path.expandvars(configured))
-        if is_dsn(configured):
-            return configured.strip(), True
-        if not os.path.isabs(configured):
-            configured = os.path.join(os.path.dirname(os.path.abspath(config_path)), configured)
-        return os.path.abspath(configured), True
+        # A relative path is relative to this file, wherever ansible runs from.
+        return journal_location(configured, relative_to=os.path.dirname(os.path.abspath(config_path))), True
 
     def _warn_unknown_options(self, config, path):
         unknown = sorted(str(key) for key in config if key not in self._options)

@@ -320,7 +320,7 @@ def instance(params: Dict[str, Any], check_mode: bool = False, clock: Callable[[
 def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) -> Dict[str, Any]:
     if check_mode:
         return _present_with(_provider(cloud, params, [cloud], _journal_id_if_any(params)), params, name, True)
-    journal = projection.open_journal(params.get("journal"), password=params.get("journal_password"))
+    journal = projection.open_journal(journal_location(params.get("journal")), password=params.get("journal_password"))
     owner = new_owner()
     key = journal_key(cloud, name)
     try:
@@ -436,7 +436,7 @@ def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
                 "changed": bool(doomed), "deleted": doomed, "cleaned_up": False,
                 "warnings": _left_alone(name, where, _foreign(found, journal_id)),
                 "msg": "%s: would delete %s at %s and clean up" % (name, ", ".join(doomed) or "no instance", where)}
-    journal = projection.open_journal(params.get("journal"), password=params.get("journal_password"))
+    journal = projection.open_journal(journal_location(params.get("journal")), password=params.get("journal_password"))
     try:
         provider = WatchedProvider(_provider(cloud, params, [cloud], journal.journal_id))
         where = _location(provider, params, name)[0]

@@ -59,7 +59,8 @@ REQUEST_SPEC = dict(
 )
 
 VM_SETTINGS_SPEC = dict(
-    journal=dict(type="path"),
+    # A str, not a path: Ansible would expand a DSN's "$" too; state_dir.journal_location expands a path.
+    journal=dict(type="str"),
     # A PostgreSQL journal's password, when neither the DSN nor libpq's environment (PGPASSWORD,
     # PGPASSFILE) gives it: never logged, journalled or shown in a DSN.
     journal_password=dict(type="str", no_log=True),

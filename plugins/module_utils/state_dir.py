@@ -27,13 +27,20 @@ def default_journal_path() -> str:
     return os.path.expanduser(configured or os.path.join(default_state_dir(), "journal.sqlite"))
 
 
-def journal_location(configured: Optional[str] = None) -> str:
-    """The journal a task uses: ``configured`` (the journal option), else the default; a
-    PostgreSQL DSN as given, a path made absolute."""
-    location = configured or default_journal_path()
-    if is_dsn(location):
-        return location.strip()
-    return os.path.abspath(os.path.expanduser(location))
+def journal_location(configured: Optional[str] = None, relative_to: Optional[str] = None) -> str:
+    """The journal a task uses: ``configured`` (the journal option, as the task wrote it), else the
+    default. A PostgreSQL DSN is taken as written; a path gets ``~`` and ``$VAR`` expanded and is
+    made absolute (a relative one against ``relative_to``, else the working directory).
+
+    The one place the option is expanded: it is a ``str`` option, not a ``path`` one, because
+    Ansible expands a ``path`` whatever it holds, and a ``$`` in a DSN's password is the password's."""
+    if not configured:
+        location = default_journal_path()
+        return location if is_dsn(location) else os.path.abspath(location)
+    if is_dsn(configured):
+        return configured.strip()
+    path = os.path.expanduser(os.path.expandvars(configured))
+    return os.path.abspath(os.path.join(relative_to or "", path))
 
 
 def journal_exists(location: str) -> bool:

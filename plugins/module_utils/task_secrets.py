@@ -66,12 +66,9 @@ def _credential_values(params: Mapping[str, Any]) -> Iterable[Any]:
 
 def task_secrets(params: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> Set[str]:
     """What the output of a task with ``params`` (as given or as validated) must not show besides
-    its no_log options: its journal DSN's password (the option's type, ``path``, expands ``~`` and
-    variables: both forms), its ``journal_password``, and :func:`environment_secrets`."""
-    journal = params.get("journal")
-    found = dsn_secrets(journal)
-    if isinstance(journal, str):
-        found |= dsn_secrets(os.path.expanduser(os.path.expandvars(journal)))
+    its no_log options: its journal DSN's password (the DSN as written: the option is a ``str``, never
+    expanded), its ``journal_password``, and :func:`environment_secrets`."""
+    found = dsn_secrets(params.get("journal"))
     if params.get("journal_password"):
         found.add(str(params["journal_password"]))
     return found | environment_secrets(environ)

@@ -55,9 +55,9 @@ attributes:
 options:
   journal:
     description:
-      - The journal, a path (SQLite) or a C(postgresql://) DSN; defaults to E(GPUPROV_JOURNAL), else the state
-        directory's C(journal.sqlite).
-    type: path
+      - The journal, a path (SQLite; C(~) and C($VAR) expanded) or a C(postgresql://) DSN (taken as written);
+        defaults to E(GPUPROV_JOURNAL), else the state directory's C(journal.sqlite).
+    type: str
   journal_password:
     description:
       - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),

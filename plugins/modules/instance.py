@@ -92,9 +92,10 @@ options:
     type: str
   journal:
     description:
-      - The journal (as M(gpuprov.cloud.vm) takes it), whose id the instances carry and where the location and the
-        teardown are journalled. Unset means E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite).
-    type: path
+      - The journal (a path, C(~) and C($VAR) expanded, or a DSN taken as written), whose id the instances carry
+        and where the location and the teardown are journalled. Unset means E(GPUPROV_JOURNAL), else C(<state
+        dir>/journal.sqlite).
+    type: str
   journal_password:
     description: Password of a PostgreSQL journal, as M(gpuprov.cloud.vm) takes it. Never logged or shown.
     type: str

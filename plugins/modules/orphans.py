@@ -82,9 +82,10 @@ options:
     default: false
   journal:
     description:
-      - The journal (as M(gpuprov.cloud.vm) takes it), whose id decides what is an orphan and what is foreign, and
-        where O(state=absent) journals its teardowns.
-    type: path
+      - The journal (as M(gpuprov.cloud.vm) takes it; a path gets C(~) and C($VAR) expanded, a C(postgresql://)
+        DSN is taken as written), whose id decides what is an orphan and what is foreign, and where
+        O(state=absent) journals its teardowns.
+    type: str
   journal_password:
     description:
       - Password of a PostgreSQL journal, as M(gpuprov.cloud.vm) takes it. Never logged or shown.

@@ -42,9 +42,10 @@ options:
     type: str
   journal:
     description:
-      - The journal, a path (SQLite) or a C(postgresql://) DSN; defaults to E(GPUPROV_JOURNAL), else
-        C(<state dir>/journal.sqlite). A journal that does not exist yet gives no hosts and is not created.
-    type: path
+      - The journal, a path (SQLite; C(~) and C($VAR) expanded) or a C(postgresql://) DSN (taken as written);
+        defaults to E(GPUPROV_JOURNAL), else C(<state dir>/journal.sqlite). A journal that does not exist yet
+        gives no hosts and is not created.
+    type: str
   journal_password:
     description:
       - Password of a PostgreSQL journal, when the DSN does not carry one and libpq's environment (E(PGPASSWORD),

@@ -16,6 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     JournalError, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
+from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 
 PREFIX = "k3s:"
@@ -40,7 +41,7 @@ def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
     if stage.replace(PREFIX, "", 1) not in STAGES:
         raise StageError("stage: expected one of %s, got %r" % (", ".join(STAGES), stage))
     try:
-        journal = projection.open_journal(journal_path, password=password)
+        journal = projection.open_journal(journal_location(journal_path), password=password)
     except JournalError as exc:
         raise StageError(str(exc))
     try:

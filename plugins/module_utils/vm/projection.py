@@ -43,11 +43,12 @@ TABLES = (
 )
 
 
-def open_journal(path: Optional[str] = None, clock=None, password: Optional[str] = None) -> Journal:
-    """The journal at ``path`` (an SQLite path or a PostgreSQL DSN; default: ``$GPUPROV_JOURNAL``
-    or the state dir's), with the ``vms`` table. ``password``: a PostgreSQL journal's, if not
-    from libpq's environment."""
-    return open_location(journal_location(path), clock=clock, tables=TABLES, password=password)
+def open_journal(location: Optional[str] = None, clock=None, password: Optional[str] = None) -> Journal:
+    """The journal at ``location`` (an SQLite path or a PostgreSQL DSN, as state_dir.journal_location
+    makes the journal option one; default: ``$GPUPROV_JOURNAL`` or the state dir's), with the ``vms``
+    table. ``password``: a PostgreSQL journal's, if not from libpq's environment."""
+    # Not expanded again: a path's expansion may hold a "$" of its own.
+    return open_location(location or journal_location(), clock=clock, tables=TABLES, password=password)
 
 
 def upsert_vm(journal: Journal, name: str, **fields: Any) -> None:

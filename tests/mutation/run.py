@@ -35,7 +35,9 @@ DEFAULT_TESTS = ["tests/unit"]
 REPORT = ROOT / "build" / "mutation" / "report.json"
 EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
 COLLECTION = pathlib.Path("ansible_collections", "gpuprov", "cloud")
-PLUGIN = "ansible_collections.gpuprov.cloud.tests.mutation.coverage_plugin"
+PLUGIN = "ansible_collections.gpuprov.cloud.tests.mutation.plugin"
+# What pytest-timeout prints when a test ran past its limit (signal method; thread method).
+TIMEOUT = re.compile(r"Timeout \(>|\+ Timeout \+")
 # pytest's exit codes: 1 tests failed, 2 interrupted (a collection error: the mutant broke an import).
 KILLED_CODES = (1, 2)
 DETECTED = ("killed", "timed out")
@@ -227,22 +229,27 @@ class Worker:
         mutated = mutant.apply(original)
         if not mutant.check(mutated):
             return {"status": "invalid"}
-        baseline = sum(cover["tests"][t]["duration"] for t in tests) + startup
-        limit = self.args.time_factor * baseline + self.args.time_extra
+        # Each test's limit is its baseline's; the whole run's, their sum's (a backstop for a hang pytest-timeout
+        # cannot interrupt).
+        factor, extra = self.args.time_factor, self.args.time_extra
+        limits = {t: round(factor * cover["tests"][t]["duration"] + extra, 1) for t in tests}
+        limit = factor * (sum(cover["tests"][t]["duration"] for t in tests) + startup) + extra
         argsfile = self.root / "selected.args"
         argsfile.write_text("\n".join(tests) + "\n")
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+        (self.root / "limits.json").write_text(json.dumps(limits))
+        env = dict(self.env, GPUPROV_MUTATION_LIMITS=str(self.root / "limits.json"))
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", PLUGIN,
                "--basetemp", str(self.root / "pytest"), "@" + str(argsfile)]
         try:
             target.write_text(mutated)
             drop_bytecode(target)
-            code, seconds = run_limited(cmd, self.copy, self.env, limit, self.root / "pytest.log")
+            code, seconds = run_limited(cmd, self.copy, env, limit, self.root / "pytest.log")
         finally:
             target.write_text(original)
             drop_bytecode(target)
         log = (self.root / "pytest.log").read_text(errors="replace")
         result = {"tests": len(tests), "seconds": round(seconds, 2), "limit": round(limit, 1)}
-        if code is None:
+        if code is None or (code in KILLED_CODES and TIMEOUT.search(log)):
             result["status"] = "timed out"
         elif code == 0:
             result["status"] = "survived"
@@ -320,6 +327,7 @@ def main(argv=None) -> int:
     previous = json.loads(args.report.read_text()) if args.report.exists() else {"mutants": []}
     # Real paths: coverage records them so, and the lines are looked up by them.
     scratch = pathlib.Path(os.path.realpath(tempfile.mkdtemp(prefix="gpuprov-mutation-")))
+    os.chmod(scratch, 0o755)   # some tests read the collection as another user (setpriv to nobody)
     try:
         return _main(args, targets, started, equivalent, previous, scratch)
     finally:
@@ -380,6 +388,7 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
         workers.put(Worker(other, args))
 
     results: Dict[str, dict] = {}
+    began = time.monotonic()
     lock = threading.Lock()
     done = [0]
 
@@ -402,28 +411,21 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
             if result["status"] in ("survived", "timed out", "error"):
                 print("  %-9s %s:%d %s  %s" % (result["status"], mutant.path, mutant.lineno, mutant.qualname,
                                                mutant.describe()), flush=True)
+            if done[0] % 25 == 0 and done[0] < len(chosen):
+                write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final=False)
             if done[0] % 25 == 0 or done[0] == len(chosen):
-                print("mutation: %d/%d judged, %.0f s" % (done[0], len(chosen), time.monotonic() - started), flush=True)
+                spent = time.monotonic() - began
+                print("mutation: %d/%d judged, %.0f s, about %.0f min left"
+                      % (done[0], len(chosen), spent, spent / done[0] * (len(chosen) - done[0]) / 60), flush=True)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for future in [pool.submit(judge, m) for m in chosen]:
             future.result()
 
-    kept = {e["id"]: e for e in previous.get("mutants", []) if e["id"] in by_id}
-    entries = []
-    for mutant in mutants:
-        entry = {"id": mutant.id, "path": mutant.path, "line": mutant.lineno, "qualname": mutant.qualname,
-                 "operator": mutant.operator, "before": mutant.before, "after": mutant.after,
-                 "before_short": short(mutant.before), "after_short": short(mutant.after)}
-        if mutant.id in results:
-            entry.update(results[mutant.id])
-        elif mutant.id in equivalent:
-            entry.update(status="equivalent", reason=equivalent[mutant.id])
-        elif mutant.id in kept:
-            entry.update({k: v for k, v in kept[mutant.id].items() if k not in entry})
-        entries.append(entry)
+    entries = write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final=True)
     rows = table(entries, targets)
     elapsed = time.monotonic() - started
+    entries = [e for e in entries if e["path"] in targets]
 
     print()
     print_table(rows)
@@ -442,17 +444,39 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
         print("\nstale entries in %s (no such mutant any more): %s" % (args.equivalent.relative_to(ROOT), ", ".join(stale)))
     print("\nmutation: %d mutant(s) run in %.0f s; report: %s" % (len(chosen), elapsed, args.report))
 
-    # Other files' verdicts from the last report stay in it while they still hold (the same key).
-    if previous.get("key") == cover["key"]:
-        entries += [e for e in previous["mutants"] if e["path"] not in targets]
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps({"key": cover["key"], "targets": targets, "seconds": round(elapsed), "table": rows,
-                                       "stale_equivalent": stale, "mutants": entries}, indent=1))
     low = [r["file"] for r in rows if r["percent"] is not None and r["percent"] < args.min]
     if low:
         print("mutation: under %g%% killed: %s" % (args.min, ", ".join(low)))
         return 1
     return 0
+
+
+def write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final) -> List[dict]:
+    """The report: this run's verdicts, and the last report's where this run has none (written as it goes, so an
+    interrupted run resumes where it stopped)."""
+    kept = {e["id"]: e for e in previous.get("mutants", [])}
+    entries = []
+    for mutant in mutants:
+        entry = {"id": mutant.id, "path": mutant.path, "line": mutant.lineno, "qualname": mutant.qualname,
+                 "operator": mutant.operator, "before": mutant.before, "after": mutant.after,
+                 "before_short": short(mutant.before), "after_short": short(mutant.after)}
+        if mutant.id in results:
+            entry.update(results[mutant.id])
+        elif mutant.id in equivalent:
+            entry.update(status="equivalent", reason=equivalent[mutant.id])
+        elif mutant.id in kept:
+            entry.update({k: v for k, v in kept[mutant.id].items() if k not in entry})
+        entries.append(entry)
+    # Other files' verdicts from the last report stay in it while they still hold (the same key).
+    if previous.get("key") == cover["key"]:
+        entries += [e for e in previous["mutants"] if e["path"] not in targets]
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.report.with_suffix(".partial")
+    partial.write_text(json.dumps({"key": cover["key"], "targets": targets, "complete": final,
+                                   "seconds": round(time.monotonic() - started), "table": table(entries, targets),
+                                   "stale_equivalent": stale, "mutants": entries}, indent=1))
+    partial.replace(args.report)
+    return entries
 
 
 def measure_startup(copy: pathlib.Path) -> float:

@@ -1,17 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Opening a SQLite journal file (machine/journal.py's): the schema, how a file is identified as a
-gpuprov journal before anything is written to it, how a new journal is built whole and private
-beside its path and linked into place, and the migration of a schema-1 journal. Any other file is
-refused and left byte for byte as it was; every refusal says what to do.
+"""Opening a SQLite journal file (machine/journal.py's): how a file is identified as a gpuprov
+journal before anything is written to it, how a new journal is built whole and private beside its
+path and linked into place (with machine/journal_sql.py's tables), and the migration of a schema-1
+journal. Any other file is refused and left byte for byte as it was; every refusal says what to do.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import sqlite3
 import stat
 import struct
@@ -20,7 +19,10 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-SCHEMA_VERSION = 2
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
+    INSERT_META, META_VALUE, MIGRATE_FROM_1, SCHEMA_VERSION, SET_SCHEMA, JournalError, created_name, journal_tables,
+    newer_schema, not_a_journal,
+)
 
 # PRAGMA application_id of every gpuprov journal: the ASCII bytes "gprv", stored big-endian
 # at byte offset 68 of the file header. Fixed forever: it is how a journal is recognised.
@@ -30,52 +32,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
 _APPLICATION_ID_OFFSET = 68
 
-_TABLES = (
-    """CREATE TABLE IF NOT EXISTS meta (
-        name TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS machines (
-        key TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        label TEXT NOT NULL,
-        terminal INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        lease_owner TEXT,
-        lease_expires REAL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        entered_at REAL NOT NULL,
-        cancel_owner TEXT,
-        cancel_reason TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS machine_events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        event TEXT NOT NULL,
-        from_label TEXT,
-        to_label TEXT,
-        note TEXT,
-        owner TEXT,
-        at REAL NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS machine_events_key ON machine_events (key, id)",
-    """CREATE TABLE IF NOT EXISTS machine_options (
-        key TEXT NOT NULL,
-        cloud TEXT NOT NULL,
-        options TEXT NOT NULL,
-        PRIMARY KEY (key, cloud)
-    )""",
-)
+_TABLES = journal_tables("sqlite")
 
 # Schema 1 -> 2, run in one transaction together with the meta and application_id updates.
-_MIGRATE_FROM_1 = (
-    "ALTER TABLE machines ADD COLUMN cancel_owner TEXT",
-    "ALTER TABLE machines ADD COLUMN cancel_reason TEXT",
-    _TABLES[-1],
-)
+_MIGRATE_FROM_1 = MIGRATE_FROM_1
 
 # The exact tables and columns of a schema-1 journal: with application_id 0, this shape
 # is what marks a file as a gpuprov journal written before schema 2. A frozen fingerprint of
@@ -99,18 +59,6 @@ _OPEN_LOCK = threading.Lock()
 _OPEN_FILES: Dict[Tuple[int, int], int] = {}
 
 
-class JournalError(Exception):
-    """The journal cannot be opened or read; the message says what to do."""
-
-
-class Conflict(JournalError):
-    """A guarded write found another version or owner: this run must stop."""
-
-
-class LeaseHeld(JournalError):
-    """Another live run holds the key."""
-
-
 # -- identifying a file ------------------------------------------------------------------
 
 def _user_tables(db: sqlite3.Connection) -> List[str]:
@@ -128,22 +76,10 @@ def _is_schema_1_shape(db: sqlite3.Connection, tables: List[str]) -> bool:
     return all(_columns(db, table) == columns for table, columns in _SCHEMA_1_COLUMNS.items())
 
 
-_CREATED_NAME = re.compile(r"^\s*CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
-
-
-def _created_name(statement: str) -> str:
-    """The table or index a ``CREATE ... IF NOT EXISTS`` statement makes (the only kind accepted)."""
-    found = _CREATED_NAME.match(statement)
-    if not found:
-        raise ValueError("journal: extra schema must be CREATE TABLE/INDEX IF NOT EXISTS statements: %r"
-                         % statement[:60])
-    return found.group(1)
-
-
-def _missing(db: sqlite3.Connection, tables: Sequence[str]) -> List[str]:
+def missing_tables(db: sqlite3.Connection, tables: Sequence[str]) -> List[str]:
     """The statements of ``tables`` whose table or index does not exist yet."""
     present = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-    return [statement for statement in tables if _created_name(statement) not in present]
+    return [statement for statement in tables if created_name(statement) not in present]
 
 
 def _create_schema(db: sqlite3.Connection, tables: Tuple[str, ...]) -> None:
@@ -151,8 +87,8 @@ def _create_schema(db: sqlite3.Connection, tables: Tuple[str, ...]) -> None:
     (inside a transaction)."""
     for statement in _TABLES + tables:
         db.execute(statement)
-    db.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-    db.execute("INSERT INTO meta (name, value) VALUES ('journal_id', ?)", (uuid.uuid4().hex,))
+    db.execute(INSERT_META, ("schema", str(SCHEMA_VERSION)))
+    db.execute(INSERT_META, ("journal_id", uuid.uuid4().hex))
     db.execute("PRAGMA application_id = %d" % APPLICATION_ID)
 
 
@@ -171,14 +107,14 @@ def _sync_directory(folder: str) -> None:
 
 
 def _stored_journal_id(db: sqlite3.Connection) -> Optional[str]:
-    found = db.execute("SELECT value FROM meta WHERE name = 'journal_id'").fetchone()
+    found = db.execute(META_VALUE, ("journal_id",)).fetchone()
     return found[0] if found else None
 
 
 def _meta_value(db: sqlite3.Connection, tables: List[str], name: str) -> Optional[str]:
     if "meta" not in tables:
         return None
-    found = db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+    found = db.execute(META_VALUE, (name,)).fetchone()
     return found[0] if found else None
 
 
@@ -192,8 +128,7 @@ class JournalFile:
     _journal_id: Optional[str] = ""
 
     def _refuse(self, what: str) -> JournalError:
-        return JournalError("journal: %s is not a gpuprov journal (%s) and was left unchanged; move it aside or %s"
-                            % (self.path, what, _ELSEWHERE))
+        return not_a_journal(self.path, what, "move it aside or " + _ELSEWHERE)
 
     def _damaged(self, value: Optional[str]) -> JournalError:
         said = "is missing" if value is None else "%r is not a number" % value
@@ -331,7 +266,7 @@ class JournalFile:
         try:
             db = sqlite3.connect(temp, timeout=30.0, isolation_level=None)
             try:
-                with _Transaction(db):
+                with WriteTransaction(db):
                     _create_schema(db, self._tables)
                 db.execute("PRAGMA journal_mode=WAL")
             finally:
@@ -407,8 +342,7 @@ class JournalFile:
             raise self._damaged(value)
         found = int(value)
         if found > SCHEMA_VERSION:
-            raise JournalError("journal: %s was written by a newer gpuprov.cloud (schema %d > %d); "
-                               "upgrade the collection" % (self.path, found, SCHEMA_VERSION))
+            raise newer_schema(self.path, found)
         if found == SCHEMA_VERSION and application_id == APPLICATION_ID:
             return "current"
         if found == 1:
@@ -441,20 +375,20 @@ class JournalFile:
             db.execute("PRAGMA busy_timeout=30000")
             with _Snapshot(db):
                 ready = (self._classify(db) == "current" and _stored_journal_id(db) is not None
-                         and not _missing(db, self._tables))
+                         and not missing_tables(db, self._tables))
             if not ready:
-                with _Transaction(db):
+                with WriteTransaction(db):
                     found = self._classify(db)   # again, under the write lock: another run may have been first
                     if found == "empty":
                         _create_schema(db, self._tables)
                     elif found == "schema 1":
                         for statement in _MIGRATE_FROM_1:
                             db.execute(statement)
-                        db.execute("UPDATE meta SET value = ? WHERE name = 'schema'", (str(SCHEMA_VERSION),))
+                        db.execute(SET_SCHEMA, (str(SCHEMA_VERSION),))
                         db.execute("PRAGMA application_id = %d" % APPLICATION_ID)
                     if _stored_journal_id(db) is None:
-                        db.execute("INSERT INTO meta (name, value) VALUES ('journal_id', ?)", (uuid.uuid4().hex,))
-                    for statement in _missing(db, self._tables):
+                        db.execute(INSERT_META, ("journal_id", uuid.uuid4().hex))
+                    for statement in missing_tables(db, self._tables):
                         db.execute(statement)
                 if found == "empty":
                     # Only the run that initialised it switches it: two runs switching at once
@@ -491,7 +425,7 @@ class JournalFile:
         self._file_id = None
 
 
-class _Transaction:
+class WriteTransaction:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
 
     def __init__(self, db: sqlite3.Connection):

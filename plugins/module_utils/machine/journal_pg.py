@@ -26,8 +26,8 @@ import uuid
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    SCHEMA_VERSION, Conflict, JournalError, LeaseHeld, Row, _created_name,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
+    SCHEMA_VERSION, Conflict, JournalError, LeaseHeld, Row, created_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import lease_held_message, owner_alive
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
@@ -143,7 +143,7 @@ class PgJournal:
         self.clock = clock or self.server_time
         self._tables = tuple(tables)
         for statement in self._tables:
-            _created_name(statement)
+            created_name(statement)
         self._journal_id = ""
         self._conn = None
         self._connect()
@@ -222,7 +222,7 @@ class PgJournal:
 
     def _missing(self, db, statements: Sequence[str]) -> List[str]:
         present = self._names(db)
-        return [s for s in statements if _created_name(s) not in present]
+        return [s for s in statements if created_name(s) not in present]
 
     def _classify(self, db) -> str:
         """'empty', 'current' or 'schema N' (to migrate); JournalError for anything not ours."""

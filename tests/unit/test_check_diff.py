@@ -15,11 +15,10 @@ BASE = {"name": "cdiff", "state": "present", "clouds": ["local"], "gpu": None, "
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+def home(home):
+    """conftest.py's home; at the end this file's VM is taken down."""
+    yield home
+    if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(BASE, state="absent")).run()
 
 

@@ -11,7 +11,6 @@ cloud is a scripted fake registered under a test-only name.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -19,6 +18,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
 from ansible_collections.gpuprov.cloud.tests.fakes import scripted_provider
+from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 BASE = {"name": "busy", "state": "present", "clouds": ["nooffers"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": True, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
@@ -26,18 +26,10 @@ BASE = {"name": "busy", "state": "present", "clouds": ["nooffers"], "gpu": None,
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+def home(home, monkeypatch):
+    """conftest.py's home, with the scripted cloud "nooffers" registered."""
     monkeypatch.setitem(registry.ADAPTERS, "nooffers", (scripted_provider.__name__, "NoOffersCloud"))
-    return tmp_path
-
-
-def _wait_for(predicate, what, limit=60.0):
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "gave up waiting for %s" % what
-        time.sleep(0.05)
+    return home
 
 
 def test_down_stops_a_live_search_before_answering(home):
@@ -49,7 +41,7 @@ def test_down_stops_a_live_search_before_answering(home):
         def searching():
             row = journal.load("busy")
             return row is not None and row.state["kind"] == "Exhausted" and journal.live_holder("busy")
-        _wait_for(searching, "the provision to be searching")
+        wait_for(searching, "the provision to be searching", limit_s=60.0, step_s=0.05)
 
         down = VmService(dict(BASE, state="absent")).run()
 

@@ -26,41 +26,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import (
     Crash, FakeClock, ScriptedMachine, ToyMachine, ToyWorld, deadline_poller, toy_initial,
 )
+from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 KEY = "vm1"
 SEED = 1234
 
 
-# -- helpers -------------------------------------------------------------------------------
-
-@pytest.fixture
-def clock():
-    return FakeClock(1000.0)
-
-
-@pytest.fixture
-def jpath(tmp_path):
-    return str(tmp_path / "journal.sqlite")
-
-
-@pytest.fixture
-def journals(jpath, clock):
-    """Open journals on the test's file (all sharing the fake clock); closed at the end."""
-    opened = []
-
-    def open_journal():
-        j = Journal(jpath, clock=clock)
-        opened.append(j)
-        return j
-    yield open_journal
-    for j in opened:
-        j.close()
-
-
-@pytest.fixture
-def journal(journals):
-    return journals()
-
+# -- helpers (clock, jpath, journals and journal are tests/unit/conftest.py's) ---------------
 
 class Sleeper:
     """An injected wait: records each delay and moves the fake clock by it."""
@@ -1018,22 +990,13 @@ def test_a_failing_initial_does_not_leave_the_key_leased(journal, clock):
     assert outcome.state["kind"] == "Done"
 
 
-def _wait_for(condition, limit_s=10.0):
-    """Wait for another thread in 1 ms steps; fail (not hang) when it never happens."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not reached")
-        time.sleep(0.001)
-
-
 def test_the_heartbeat_renews_the_lease_during_a_long_step(tmp_path):
     path = str(tmp_path / "hb.sqlite")
     journal = Journal(path)             # real time: the heartbeat's own connection uses it too
     try:
         def long_step(state, cx):
             first = journal.load(KEY).lease_expires
-            _wait_for(lambda: journal.load(KEY).lease_expires > first)
+            wait_for(lambda: journal.load(KEY).lease_expires > first, "the heartbeat to renew the lease", step_s=0.001)
             assert journal.holds(KEY, cx._executor.owner)
             return Next({"kind": "Done"})
 
@@ -1052,7 +1015,7 @@ def test_a_heartbeat_that_lost_the_lease_makes_the_fence_raise(tmp_path):
         def step(state, cx):
             ex = cx._executor
             journal._db.execute("UPDATE machines SET lease_owner = 'thief' WHERE key = ?", (KEY,))
-            _wait_for(lambda: ex._heartbeat.lost)
+            wait_for(lambda: ex._heartbeat.lost, "the heartbeat to see the lease lost", step_s=0.001)
             # even if the row said ours again, a heartbeat that lost it stops the run
             journal._db.execute("UPDATE machines SET lease_owner = ? WHERE key = ?", (ex.owner, KEY))
             cx.fence()

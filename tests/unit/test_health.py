@@ -60,13 +60,12 @@ def _kill_under(root):
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+def home(home):
+    """conftest.py's home; at the end every sshd under it is killed."""
     try:
-        yield tmp_path
+        yield home
     finally:
-        _kill_under(tmp_path)
+        _kill_under(home)
 
 
 def _up(name, **params):

@@ -324,6 +324,8 @@ def _members(listing, group):
     return sorted(listing.get(group, {}).get("hosts", []))
 
 
+# Not conftest.py's home: ansible-inventory runs in a child process that Inventory hands this folder to, and this
+# process's environment stays as it is.
 @pytest.fixture
 def home(tmp_path):
     folder = tmp_path / "gpuprov-home"

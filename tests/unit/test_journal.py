@@ -16,30 +16,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     SCHEMA_VERSION, Conflict, Journal, JournalError, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+# The fixtures clock, jpath and journal are tests/unit/conftest.py's.
 
 
 def mode(path) -> int:
     return stat.S_IMODE(os.stat(str(path)).st_mode)
-
-
-@pytest.fixture
-def clock():
-    return FakeClock(1000.0)
-
-
-@pytest.fixture
-def jpath(tmp_path):
-    return str(tmp_path / "state" / "journal.sqlite")
-
-
-@pytest.fixture
-def journal(jpath, clock):
-    j = Journal(jpath, clock=clock)
-    yield j
-    j.close()
 
 
 def begin(j, key="vm1", owner="me", state=None, ttl=60.0, expected=None, terminal=False, label="A", kind="toy"):

@@ -29,12 +29,12 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner, owner_alive
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
-from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
 HOST = socket.gethostname()
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 JOURNAL_SOURCE = os.path.abspath(journal_module.__file__)
 HAS_PROC = os.path.exists("/proc/self/stat")
+# The clock fixture is tests/unit/conftest.py's.
 
 # The schema-1 DDL exactly as gpuprov wrote it before application_id and schema 2.
 SCHEMA_1 = """
@@ -112,11 +112,6 @@ def raw(path, sql, args=()):
 
 def columns(path, table):
     return [r[1] for r in raw(path, "PRAGMA table_info(%s)" % table)]
-
-
-@pytest.fixture
-def clock():
-    return FakeClock(1000.0)
 
 
 # -- lease holders: zombies and reused pids ------------------------------------------------

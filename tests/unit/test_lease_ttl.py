@@ -16,11 +16,10 @@ BASE = {"name": "ttl", "state": "present", "clouds": ["local"], "gpu": None, "gp
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+def home(home, monkeypatch):
+    """conftest.py's home, and no lease_ttl from the environment."""
     monkeypatch.delenv("GPUPROV_LEASE_TTL", raising=False)
-    return tmp_path
+    return home
 
 
 @pytest.fixture

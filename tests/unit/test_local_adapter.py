@@ -27,6 +27,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, InstanceSpec, Location, ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import NEVER_STARTED, LocalProvider
+from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server (sshd)")
 
@@ -89,15 +90,6 @@ def _kill_everything_under(root):
             pass
 
 
-def _wait_for(predicate, what, deadline_s=10.0):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for: %s" % what)
-
-
 def _launch(provider, spec):
     offer = provider.plan(ResourceRequest(vm_name=spec.vm_name))[0]
     return provider.create(offer, provider.prepare(offer, spec), spec)
@@ -128,7 +120,7 @@ def _remove_all(root, spec):
     fresh = _fresh(root)
     found = fresh.observe(LOC, spec.vm_name)
     fresh.delete(LOC, spec.vm_name, [o.instance_id for o in found])
-    _wait_for(lambda: not _processes_under(root), "every sshd of the VM to exit")
+    wait_for(lambda: not _processes_under(root), "every sshd of the VM to exit")
     fresh.cleanup(LOC, spec.vm_name)
     assert fresh.observe(LOC, spec.vm_name) == []
     assert not os.path.exists(os.path.join(root, spec.vm_name)), os.listdir(os.path.join(root, spec.vm_name))
@@ -239,7 +231,7 @@ def test_sshd_started_but_pid_unrecorded_is_running_and_delete_stops_it(monkeypa
     [seen] = fresh.observe(LOC, spec.vm_name)
     assert seen.status == Status.RUNNING and seen.usable
     fresh.delete(LOC, spec.vm_name, [seen.instance_id])
-    _wait_for(lambda: _exited(folder), "sshd to exit after delete")
+    wait_for(lambda: _exited(folder), "sshd to exit after delete")
     assert fresh.observe(LOC, spec.vm_name) == []
 
 
@@ -286,10 +278,10 @@ def test_a_launching_shell_is_found_before_sshd_runs(root, provider, spec):
 def test_sshd_that_started_and_died_is_failed_with_its_log(root, provider, spec):
     instance_id = _launch(provider, spec)
     folder = os.path.join(root, spec.vm_name, instance_id)
-    _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
+    wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
     for pid in LocalProvider._processes(folder):
         os.kill(pid, signal.SIGKILL)
-    _wait_for(lambda: _exited(folder), "sshd to die")
+    wait_for(lambda: _exited(folder), "sshd to die")
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.FAILED and seen.reason.startswith("sshd is not running: ")
     assert "Server listening" in seen.reason
@@ -352,7 +344,7 @@ def test_crash_inside_delete_before_the_mark(monkeypatch, root, provider, spec):
     with pytest.raises(Crash):
         provider.delete(LOC, spec.vm_name, [instance_id])
     monkeypatch.undo()
-    _wait_for(lambda: _exited(folder), "the signalled sshd to exit")
+    wait_for(lambda: _exited(folder), "the signalled sshd to exit")
     [seen] = _fresh(root).observe(LOC, spec.vm_name)
     assert seen.status == Status.FAILED   # signalled and gone, not marked: delete it again
     _remove_all(root, spec)
@@ -372,7 +364,7 @@ def test_delete_stops_every_process_of_the_instance_not_only_the_recorded_pid(ro
     with open(os.path.join(folder, "instance.pid"), "w") as handle:
         handle.write("1\n")   # a stale hint naming an unrelated process
     provider.delete(LOC, spec.vm_name, [instance_id])
-    _wait_for(lambda: _exited(folder), "sshd to exit")
+    wait_for(lambda: _exited(folder), "sshd to exit")
     assert os.path.exists("/proc/1")
 
 
@@ -406,16 +398,16 @@ def test_cleanup_never_removes_another_journals_instance(root, provider, spec):
     their_running = _launch(theirs, spec)
     their_deleted = _launch(theirs, spec)
     theirs.delete(LOC, spec.vm_name, [their_deleted])
-    _wait_for(lambda: len(_processes_under(root)) == 1, "their second sshd to exit")
+    wait_for(lambda: len(_processes_under(root)) == 1, "their second sshd to exit")
     mine = _launch(provider, spec)
     provider.delete(LOC, spec.vm_name, [mine])
-    _wait_for(lambda: _exited(os.path.join(root, spec.vm_name, mine)), "my sshd to exit")
+    wait_for(lambda: _exited(os.path.join(root, spec.vm_name, mine)), "my sshd to exit")
     provider.cleanup(LOC, spec.vm_name)   # their running instance does not make it busy
     left = sorted(os.listdir(os.path.join(root, spec.vm_name)))
     assert left == sorted([their_running, their_deleted])
     assert [o.instance_id for o in provider.observe(LOC, spec.vm_name)] == [their_running]
     theirs.delete(LOC, spec.vm_name, [their_running])
-    _wait_for(lambda: not _processes_under(root), "their sshd to exit")
+    wait_for(lambda: not _processes_under(root), "their sshd to exit")
     theirs.cleanup(LOC, spec.vm_name)
     assert not os.path.exists(os.path.join(root, spec.vm_name))
 
@@ -434,7 +426,7 @@ def test_observe_answers_from_the_pid_file_without_a_scan_and_trusts_only_a_proc
     a process that did not start when the recorded one did (its pid reused) is not believed: the scan decides."""
     instance_id = _launch(provider, spec)
     folder = os.path.join(root, spec.vm_name, instance_id)
-    _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
+    wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
     scans = []
     real_scan = local_mod._sshd_processes
     monkeypatch.setattr(local_mod, "_sshd_processes", lambda: scans.append(1) or real_scan())
@@ -476,7 +468,7 @@ def test_an_instance_without_a_recorded_start_is_found_as_before(root, provider,
     scan, and torn down as any other."""
     instance_id = _launch(provider, spec)
     folder = os.path.join(root, spec.vm_name, instance_id)
-    _wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
+    wait_for(lambda: os.path.exists(os.path.join(folder, "sshd.pid")), "sshd to bind")
     os.unlink(os.path.join(folder, "instance.start"))
     assert local_mod._spawned(folder) is None
     [seen] = _fresh(root).observe(LOC, spec.vm_name)

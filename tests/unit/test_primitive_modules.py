@@ -60,6 +60,7 @@ def _journal_id():
 
 # -- the local cloud --------------------------------------------------------------------------------
 
+# Not conftest.py's home: this one also hands the test a list to name the VMs it made, stopped at the end.
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private state directory: the local cloud's instances and the collection key live there."""

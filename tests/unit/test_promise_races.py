@@ -28,13 +28,12 @@ LOCAL = Location("local", "local")
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
+def home(home):
+    """conftest.py's home, when sshd is installed; at the end every local instance's sshd is stopped."""
     if not os.path.exists("/usr/sbin/sshd"):
         pytest.skip("the local cloud needs openssh-server (sshd)")
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    root = tmp_path / "local"
+    yield home
+    root = home / "local"
     for vm_name in os.listdir(root) if root.is_dir() else []:   # never leave an sshd behind
         for instance_id in os.listdir(root / vm_name):
             for pid in LocalProvider._processes(str(root / vm_name / instance_id)):

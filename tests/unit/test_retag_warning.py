@@ -15,13 +15,12 @@ VM = {"name": "keptvm", "state": "present", "clouds": ["local"], "gpu": None, "g
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
+def home(home, monkeypatch):
+    """conftest.py's home, on a local cloud that cannot change tags; at the end this file's VM is taken down."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
     monkeypatch.setattr(LocalProvider, "can_retag", False)
-    yield tmp_path
-    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+    yield home
+    if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(VM, state="absent")).run()
 
 

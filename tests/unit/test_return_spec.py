@@ -126,11 +126,10 @@ def test_the_checker_finds_each_kind_of_mismatch():
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+def home(home):
+    """conftest.py's home; at the end this file's VM is taken down."""
+    yield home
+    if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(VM, state="absent")).run()
 
 

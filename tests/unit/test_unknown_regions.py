@@ -59,11 +59,10 @@ def test_an_answer_naming_no_region_cannot_tell_and_fold_ignores_case():
 # -- the local cloud, through the vm service and the offers module ------------------------
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+def home(home):
+    """conftest.py's home; at the end this file's VM is taken down."""
+    yield home
+    if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(BASE, state="absent")).run()
 
 

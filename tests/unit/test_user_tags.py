@@ -134,12 +134,11 @@ VM = {"name": "tagvm", "state": "present", "clouds": ["local"], "gpu": None, "gp
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
+def home(home):
+    """conftest.py's home; at the end this file's VM is taken down."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    if (tmp_path / "journal.sqlite").exists():   # never leave an sshd behind
+    yield home
+    if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(VM, state="absent")).run()
 
 

@@ -16,19 +16,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.projection import (
     VM_COLUMNS, delete_vm, open_journal, upsert_vm, vm, vms,
 )
-from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import FakeClock
 
 
-@pytest.fixture
-def clock():
-    return FakeClock(1000.0)
-
-
-@pytest.fixture
-def jpath(tmp_path):
-    return str(tmp_path / "state" / "journal.sqlite")
-
-
+# clock and jpath are tests/unit/conftest.py's; journal is the projection's own (open_journal adds the vms table).
 @pytest.fixture
 def journal(jpath, clock):
     j = open_journal(jpath, clock=clock)

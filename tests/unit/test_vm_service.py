@@ -19,11 +19,10 @@ BASE = {"name": "svc", "state": "present", "clouds": ["local"], "gpu": None, "gp
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
-    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
-    yield tmp_path
-    journal_path = tmp_path / "journal.sqlite"
+def home(home):
+    """conftest.py's home; at the end this file's VM is taken down."""
+    yield home
+    journal_path = home / "journal.sqlite"
     if journal_path.exists():   # never leave an sshd behind
         VmService(dict(BASE, state="absent", name="svc")).run()
 

@@ -17,7 +17,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     ErrorKind, ProviderError, Status,
 )
 
-HARNESS = pathlib.Path(__file__).resolve().parents[1] / "conformance" / "harnesses" / "gcp.py"
+HARNESS = pathlib.Path(__file__).resolve().parent / "harnesses" / "gcp.py"
 
 
 def _module():

@@ -15,7 +15,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 from ansible_collections.gpuprov.cloud.tests.fakes import docker_engine as de
 
-HARNESS_FILE = pathlib.Path(__file__).resolve().parents[1] / "conformance" / "harnesses" / "docker.py"
+HARNESS_FILE = pathlib.Path(__file__).resolve().parent / "harnesses" / "docker.py"
 
 
 def _module():

@@ -24,8 +24,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Executor, LeaseLost
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
+    Conflict, JournalError, JournalStore, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import lease_ttl, options_for
@@ -347,7 +347,7 @@ class InstanceRecord:
 
     KIND = INSTANCE_RECORD_KIND
 
-    def __init__(self, journal: Journal, key: str, owner: str, ttl: float):
+    def __init__(self, journal: JournalStore, key: str, owner: str, ttl: float):
         self.journal, self.key, self.owner, self.ttl = journal, key, owner, ttl
 
     def write(self, kind: str, name: str, where: Location, instance_id: Optional[str] = None) -> None:
@@ -456,7 +456,7 @@ def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
         journal.close()
 
 
-def _absent_result(name: str, where: Location, provider: WatchedProvider, outcome, journal: Journal) -> Dict[str, Any]:
+def _absent_result(name: str, where: Location, provider: WatchedProvider, outcome, journal: JournalStore) -> Dict[str, Any]:
     state = outcome.state
     seen = provider.seen.get(str(where)) or []
     deleted = sorted(i for _where, i in provider.requested)

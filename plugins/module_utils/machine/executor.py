@@ -16,7 +16,7 @@ Invariants (the seed's 4.2):
   * A run holds a lease on its key; a lost lease stops it before the next step,
     and every write is fenced by version and lease in the journal.
   * Another run (``down``) may ask the lease holder to stop through the journal
-    (``Journal.request_cancel``): that is a cancellation like a signal, seen at the
+    (``JournalStore.request_cancel``): that is a cancellation like a signal, seen at the
     next step boundary and within about a second of any wait.
 """
 
@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
+    Conflict, JournalError, JournalStore,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
@@ -183,7 +183,7 @@ class StepCx:
         return self._executor.clock() - self._entered
 
     @property
-    def journal(self) -> Journal:
+    def journal(self) -> JournalStore:
         return self._executor.journal
 
     @property
@@ -214,7 +214,7 @@ class Outcome:
 class _Heartbeat(threading.Thread):
     """Renews the lease while a long step runs, on its own connection."""
 
-    def __init__(self, reopen: Callable[[], Journal], key: str, owner: str, ttl: float):
+    def __init__(self, reopen: Callable[[], JournalStore], key: str, owner: str, ttl: float):
         super().__init__(name="gpuprov-lease", daemon=True)
         self.reopen, self.key, self.owner, self.ttl = reopen, key, owner, ttl
         self.stop_event = threading.Event()
@@ -241,7 +241,7 @@ class _Heartbeat(threading.Thread):
 class Executor:
     """Runs one machine on one journal. ``clock``/``sleep`` are injectable for tests."""
 
-    def __init__(self, journal: Journal, machine: Machine, owner: Optional[str] = None,
+    def __init__(self, journal: JournalStore, machine: Machine, owner: Optional[str] = None,
                  lease_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic,
                  cancel: Optional[CancelToken] = None, on_event: Optional[Callable[[str, Dict], None]] = None,
                  before_commit: Optional[Callable[[Dict, Dict], None]] = None,

@@ -64,7 +64,7 @@ _MIGRATIONS: Dict[int, Tuple[str, ...]] = {}
 
 def is_dsn(location: Optional[str]) -> bool:
     """Whether a journal location is a PostgreSQL DSN (else it is an SQLite path)."""
-    return bool(location) and location.strip().lower().startswith(DSN_SCHEMES)
+    return location is not None and location.strip().lower().startswith(DSN_SCHEMES)
 
 
 def scrub_dsn(dsn: str) -> str:

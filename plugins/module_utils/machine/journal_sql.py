@@ -175,7 +175,9 @@ _TAKE_ROWLESS_LEASE = {
 
 def _live(holder: Optional[str], expires: Optional[float], now: float, owner: Optional[str] = None) -> bool:
     """Whether ``holder`` (not ``owner``) holds a lease that still binds at ``now``."""
-    return bool(holder) and holder != owner and expires is not None and expires > now and owner_alive(holder)
+    if not holder or holder == owner or expires is None:
+        return False
+    return expires > now and owner_alive(holder)
 
 
 def _refuse_held(key: str, holder: Optional[str], expires: Optional[float], now: float, owner: str) -> None:

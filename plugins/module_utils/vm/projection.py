@@ -14,7 +14,7 @@ import json
 import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal as open_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_location
 
@@ -43,7 +43,7 @@ TABLES = (
 )
 
 
-def open_journal(location: Optional[str] = None, clock=None, password: Optional[str] = None) -> Journal:
+def open_journal(location: Optional[str] = None, clock=None, password: Optional[str] = None) -> JournalStore:
     """The journal at ``location`` (an SQLite path or a PostgreSQL DSN, as state_dir.journal_location
     makes the journal option one; default: ``$GPUPROV_JOURNAL`` or the state dir's), with the ``vms``
     table. ``password``: a PostgreSQL journal's, if not from libpq's environment."""
@@ -51,7 +51,7 @@ def open_journal(location: Optional[str] = None, clock=None, password: Optional[
     return open_location(location or journal_location(), clock=clock, tables=TABLES, password=password)
 
 
-def upsert_vm(journal: Journal, name: str, **fields: Any) -> None:
+def upsert_vm(journal: JournalStore, name: str, **fields: Any) -> None:
     """Set the given projection columns for ``name`` (others keep their values)."""
     unknown = set(fields) - set(VM_COLUMNS)
     if unknown:
@@ -77,17 +77,17 @@ def upsert_vm(journal: Journal, name: str, **fields: Any) -> None:
                        [name] + [fields[c] for c in cols] + [now])
 
 
-def delete_vm(journal: Journal, name: str) -> None:
+def delete_vm(journal: JournalStore, name: str) -> None:
     journal.ensure_tables(TABLES)
     journal.execute("DELETE FROM vms WHERE name = ?", (name,))
 
 
-def vm(journal: Journal, name: str) -> Optional[Dict[str, Any]]:
+def vm(journal: JournalStore, name: str) -> Optional[Dict[str, Any]]:
     rows = vms(journal, name)
     return rows[0] if rows else None
 
 
-def vms(journal: Journal, name: Optional[str] = None) -> List[Dict[str, Any]]:
+def vms(journal: JournalStore, name: Optional[str] = None) -> List[Dict[str, Any]]:
     journal.ensure_tables(TABLES)
     cols = ("name",) + VM_COLUMNS + ("updated_at",)
     sql = "SELECT %s FROM vms" % ", ".join(cols)
@@ -114,7 +114,7 @@ _READY_VM = {
 }
 
 
-def vms_with_ready_vm(journal: Journal) -> List[Tuple[Dict[str, Any], Optional[Dict[str, Any]]]]:
+def vms_with_ready_vm(journal: JournalStore) -> List[Tuple[Dict[str, Any], Optional[Dict[str, Any]]]]:
     """Every row as ``vms`` gives it, each with the vm record of its machine's state when that state
     is Ready (None otherwise), in one statement: a listing (the journal inventory) without a query
     per VM, and rows and records from the same snapshot."""

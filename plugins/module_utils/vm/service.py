@@ -18,8 +18,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, HardCancel, LeaseLost,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
-    Conflict, Journal, JournalError, LeaseHeld,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
+    Conflict, JournalError, JournalStore, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner, owner_role
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money, provider_args, request_params
@@ -123,7 +123,7 @@ class VmService:
         # The task's ansible_ssh_private_key_file (AWX's Machine credential), if any.
         self.credential_key = credential_key
         self.state_dir = default_state_dir()
-        self.journal: Optional[Journal] = None
+        self.journal: Optional[JournalStore] = None
         self.journal_path = ""
         self._scratch: Optional[str] = None   # check mode's throw-away journal folder, when it made one
         self.owner = new_owner()

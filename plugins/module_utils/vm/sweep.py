@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, Next,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError, LeaseHeld
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalError, JournalStore, LeaseHeld
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
     LEASE_TTL_DEFAULT_S, group_argument_spec, lease_ttl,
@@ -115,7 +115,7 @@ class RowView:
     running: bool        # a live run holds its lease
 
     @classmethod
-    def of(cls, journal: Journal, key: str) -> Optional["RowView"]:
+    def of(cls, journal: JournalStore, key: str) -> Optional["RowView"]:
         row = journal.load(key)
         if row is None:
             return None
@@ -171,7 +171,7 @@ def name_keys(vm_name: str, clouds: List[str]) -> List[str]:
     return [vm_name] + [instance_key(cloud, vm_name) for cloud in sorted(set(clouds))]
 
 
-def rows_for(journal: Optional[Journal], vm_name: Optional[str], cloud: str) -> List[Optional[RowView]]:
+def rows_for(journal: Optional[JournalStore], vm_name: Optional[str], cloud: str) -> List[Optional[RowView]]:
     if journal is None or not vm_name:
         return []
     return [RowView.of(journal, key) for key in name_keys(vm_name, [cloud])]
@@ -324,7 +324,7 @@ def removal_groups(entries: List[Dict[str, Any]], journal_id: Optional[str], inc
 class Sweeper:
     """One sweep: list, join, and (``remove``) tear the chosen resources down."""
 
-    def __init__(self, journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]],
+    def __init__(self, journal: Optional[JournalStore], cloud_options: Dict[str, Dict[str, Any]],
                  clouds: Optional[List[str]] = None, regions: Optional[List[str]] = None,
                  teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
                  providers: Optional[Dict[str, Any]] = None, lease_ttl_s: float = LEASE_TTL_DEFAULT_S):
@@ -481,7 +481,7 @@ class Sweeper:
         return gone, still
 
 
-def sweep(journal: Optional[Journal], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],
+def sweep(journal: Optional[JournalStore], cloud_options: Dict[str, Dict[str, Any]], clouds: Optional[List[str]],
           regions: Optional[List[str]], remove: bool, include_foreign: bool = False, include_legacy: bool = False,
           teardown_timeout: float = 600.0, progress: Callable[[str], None] = lambda line: None,
           providers: Optional[Dict[str, Any]] = None, lease_ttl_s: float = LEASE_TTL_DEFAULT_S) -> Dict[str, Any]:

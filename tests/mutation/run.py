@@ -38,8 +38,9 @@ COLLECTION = pathlib.Path("ansible_collections", "gpuprov", "cloud")
 PLUGIN = "ansible_collections.gpuprov.cloud.tests.mutation.plugin"
 # What pytest-timeout prints when a test ran past its limit (signal method; thread method).
 TIMEOUT = re.compile(r"Timeout \(>|\+ Timeout \+")
-# pytest's exit codes: 1 tests failed, 2 interrupted (a collection error: the mutant broke an import).
-KILLED_CODES = (1, 2)
+# pytest's exit codes: 1 tests failed, 2 interrupted (a collection error: the mutant broke an import), 3 an
+# internal error (a hook or fixture the mutant broke); 4 and 5 (usage, no tests) are the runner's own errors.
+KILLED_CODES = (1, 2, 3)
 DETECTED = ("killed", "timed out")
 SURVIVED = ("survived", "no test")
 
@@ -103,7 +104,8 @@ def digest_files(copy: pathlib.Path, rels: List[str]) -> str:
 def test_files(copy: pathlib.Path, tests: List[str]):
     """(test modules, each measured on its own; everything else they share: conftests, helpers, the fakes)."""
     modules, shared = [], []
-    for rel in tests + ["tests/fakes", "tests/conftest.py"]:
+    conftests = {str(parent / "conftest.py") for t in tests for parent in pathlib.Path(t).parents}
+    for rel in tests + ["tests/fakes"] + sorted(conftests):
         path = copy / rel
         found = sorted(path.rglob("*.py")) if path.is_dir() else ([path] if path.exists() else [])
         for file in found:
@@ -113,7 +115,7 @@ def test_files(copy: pathlib.Path, tests: List[str]):
 
 
 def coverage_map(copy_root: pathlib.Path, targets: List[str], tests: List[str], jobs: int, use_cache: bool) -> dict:
-    """{"key", "tests": {nodeid: {duration, passed}}, "lines": {target: {line: [nodeid, ...]}}}.
+    """{"shared", "modules": {module: hash}, "tests": {nodeid: {duration, passed}}, "lines": {target: {line: [nodeid]}}}.
 
     Cached per test module: a changed or new test module is measured again on its own; a change to a target or
     to what the tests share (conftests, helpers, fakes) measures them all.
@@ -130,6 +132,9 @@ def coverage_map(copy_root: pathlib.Path, targets: List[str], tests: List[str], 
         known.update(measure(copy_root, targets, stale, hashes, jobs))
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"modules": known}))
+        # Another target text or conftest makes another cache: keep the last few (about 10 MB each).
+        for old in sorted(cache.parent.glob("coverage-*.json"), key=lambda p: p.stat().st_mtime)[:-3]:
+            old.unlink(missing_ok=True)
     else:
         print("coverage: cached (%s)" % cache.relative_to(ROOT))
     results: Dict[str, dict] = {}
@@ -139,8 +144,8 @@ def coverage_map(copy_root: pathlib.Path, targets: List[str], tests: List[str], 
         for target, by_line in entry["lines"].items():
             for line, nodeids in by_line.items():
                 lines[target].setdefault(line, set()).update(nodeids)
-    key = hashlib.sha256((base + json.dumps(sorted(hashes.items()))).encode()).hexdigest()[:16]
-    return {"key": key, "tests": results, "lines": {t: {n: sorted(v) for n, v in b.items()} for t, b in lines.items()}}
+    return {"shared": digest_files(copy, shared), "modules": hashes, "tests": results,
+            "lines": {t: {n: sorted(v) for n, v in b.items()} for t, b in lines.items()}}
 
 
 def measure(copy_root: pathlib.Path, targets: List[str], modules: List[str], hashes: Dict[str, str], jobs: int) -> dict:
@@ -189,17 +194,25 @@ def measure(copy_root: pathlib.Path, targets: List[str], modules: List[str], has
 
 def select(mutant: Mutant, cover: dict) -> List[str]:
     """The passing tests that ran the mutant's lines (for import-time code: the lines that use what it sets, else
-    all of the file's), the file's own tests first, fastest first."""
+    all of the file's), in the order to run them."""
     by_line = cover["lines"].get(mutant.path, {})
     chosen = {t for line in (mutant.uses or mutant.lines) for t in by_line.get(str(line), [])}
     if not mutant.in_function and not chosen:   # used only at import time too, or nowhere in the file
         chosen = {t for tests in by_line.values() for t in tests}
     results = cover["tests"]
     chosen = {t for t in chosen if results.get(t, {}).get("passed") and not results[t].get("skipped")}
-    # The file's own tests first (test_launch*.py for launch.py): the likeliest to notice, so -x stops soonest.
+    # By module: the file's own tests first (test_launch*.py for launch.py), then the modules with the most tests
+    # that ran the line; the likeliest to notice first, so that -x stops soonest (and stages() can split them).
     home = "test_" + pathlib.Path(mutant.path).stem
-    return sorted(chosen, key=lambda t: (not pathlib.Path(t.split("::")[0]).stem.startswith(home),
-                                         results[t]["duration"], t))
+    per_module: Dict[str, int] = {}
+    for test in chosen:
+        module = test.split("::", 1)[0]
+        per_module[module] = per_module.get(module, 0) + 1
+
+    def order(test):
+        module = test.split("::", 1)[0]
+        return (not pathlib.Path(module).stem.startswith(home), -per_module[module], module, results[test]["duration"], test)
+    return sorted(chosen, key=order)
 
 
 # -- equivalent mutants --------------------------------------------------------------------------
@@ -229,26 +242,18 @@ class Worker:
         mutated = mutant.apply(original)
         if not mutant.check(mutated):
             return {"status": "invalid"}
-        # Each test's limit is its baseline's; the whole run's, their sum's (a backstop for a hang pytest-timeout
-        # cannot interrupt).
-        factor, extra = self.args.time_factor, self.args.time_extra
-        limits = {t: round(factor * cover["tests"][t]["duration"] + extra, 1) for t in tests}
-        limit = factor * (sum(cover["tests"][t]["duration"] for t in tests) + startup) + extra
-        argsfile = self.root / "selected.args"
-        argsfile.write_text("\n".join(tests) + "\n")
-        (self.root / "limits.json").write_text(json.dumps(limits))
-        env = dict(self.env, GPUPROV_MUTATION_LIMITS=str(self.root / "limits.json"))
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", PLUGIN,
-               "--basetemp", str(self.root / "pytest"), "@" + str(argsfile)]
+        result = {"tests": len(tests), "seconds": 0.0}
         try:
             target.write_text(mutated)
             drop_bytecode(target)
-            code, seconds = run_limited(cmd, self.copy, env, limit, self.root / "pytest.log")
+            for stage in stages(tests):
+                code, seconds, log = self._pytest(stage, cover, startup)
+                result["seconds"] = round(result["seconds"] + seconds, 2)
+                if code != 0:
+                    break
         finally:
             target.write_text(original)
             drop_bytecode(target)
-        log = (self.root / "pytest.log").read_text(errors="replace")
-        result = {"tests": len(tests), "seconds": round(seconds, 2), "limit": round(limit, 1)}
         if code is None or (code in KILLED_CODES and TIMEOUT.search(log)):
             result["status"] = "timed out"
         elif code == 0:
@@ -262,6 +267,36 @@ class Worker:
             result["status"] = "error"
             result["log"] = log[-2000:]
         return result
+
+    def _pytest(self, tests: List[str], cover: dict, startup: float):
+        # Each test's limit is its baseline's; the whole run's, their sum's (a backstop for a hang pytest-timeout
+        # cannot interrupt).
+        factor, extra = self.args.time_factor, self.args.time_extra
+        limits = {t: round(factor * cover["tests"][t]["duration"] + extra, 1) for t in tests}
+        limit = factor * (sum(cover["tests"][t]["duration"] for t in tests) + startup) + extra
+        argsfile = self.root / "selected.args"
+        argsfile.write_text("\n".join(tests) + "\n")
+        (self.root / "limits.json").write_text(json.dumps(limits))
+        env = dict(self.env, GPUPROV_MUTATION_LIMITS=str(self.root / "limits.json"))
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", PLUGIN,
+               "--basetemp", str(self.root / "pytest"), "@" + str(argsfile)]
+        code, seconds = run_limited(cmd, self.copy, env, limit, self.root / "pytest.log")
+        return code, seconds, (self.root / "pytest.log").read_text(errors="replace")
+
+
+def stages(tests: List[str]) -> List[List[str]]:
+    """The selected tests in two runs: first those of the one or two modules likeliest to notice (the order
+    select() gives), then the rest. pytest imports every module it is given before the first test, and the fakes
+    some import are slow to load; most mutants are killed by the first stage."""
+    modules: List[str] = []
+    for test in tests:
+        module = test.split("::", 1)[0]
+        if module not in modules:
+            modules.append(module)
+    first = set(modules[:2])
+    head = [t for t in tests if t.split("::", 1)[0] in first]
+    rest = [t for t in tests if t.split("::", 1)[0] not in first]
+    return [head, rest] if rest else [head]
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -362,14 +397,18 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
     # Measured for the default targets too, so that one cached pass serves runs on any of them.
     measured = sorted(set(DEFAULT_TARGETS) | set(targets))
     cover = coverage_map(first, measured, args.tests, args.jobs, not args.no_cache)
-    # A plain run takes the last report's verdicts while neither the targets nor the tests changed (the same key).
-    reused = {}
-    if not (args.fresh or args.survivors or args.file or args.line or args.operator) and previous.get("key") == cover["key"]:
-        reused = {e["id"]: e for e in previous["mutants"] if e.get("status") in DETECTED + SURVIVED}
-        chosen = [m for m in chosen if m.id not in reused]
+    # A plain run takes the last report's verdict of a mutant while its basis holds: the same text of its file, of
+    # the test modules chosen for it and of what they share (another target's change does not count).
+    files = {t: digest_files(copy, [t]) for t in targets}
+    selected = {m.id: select(m, cover) for m in chosen}
+    bases = {m.id: basis(files[m.path], selected[m.id], cover) for m in chosen}
+    if not (args.fresh or args.survivors or args.file or args.line or args.operator):
+        earlier = {e["id"]: e for e in previous["mutants"] if e.get("status") in DETECTED + SURVIVED}
+        reused = [m for m in chosen if m.id in earlier and earlier[m.id].get("basis") == bases[m.id]]
         if reused:
-            print("mutation: %d verdict(s) taken from the last report (same targets and tests; --fresh runs them again)"
-                  % len([m for m in mutants if m.id in reused]))
+            print("mutation: %d verdict(s) taken from the last report (nothing they rest on changed; --fresh runs them)"
+                  % len(reused))
+        chosen = [m for m in chosen if m not in reused]
     print("mutation: %d mutants of %d file(s), %d to run, %d worker(s), copies under %s"
           % (len(mutants), len(targets), len(chosen), args.jobs, scratch))
 
@@ -396,7 +435,7 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
         if mutant.id in equivalent:
             result = {"status": "equivalent", "reason": equivalent[mutant.id]}
         else:
-            tests = select(mutant, cover)
+            tests = selected[mutant.id]
             if not tests:
                 result = {"status": "no test"}
             else:
@@ -405,6 +444,7 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
                     result = worker.run(mutant, tests, cover, startup)
                 finally:
                     workers.put(worker)
+        result["basis"] = bases[mutant.id]
         with lock:
             results[mutant.id] = result
             done[0] += 1
@@ -467,16 +507,20 @@ def write_report(args, targets, mutants, results, equivalent, previous, cover, s
         elif mutant.id in kept:
             entry.update({k: v for k, v in kept[mutant.id].items() if k not in entry})
         entries.append(entry)
-    # Other files' verdicts from the last report stay in it while they still hold (the same key).
-    if previous.get("key") == cover["key"]:
-        entries += [e for e in previous["mutants"] if e["path"] not in targets]
+    # Other files' verdicts stay in it (each with its basis).
+    entries += [e for e in previous["mutants"] if e["path"] not in targets]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     partial = args.report.with_suffix(".partial")
-    partial.write_text(json.dumps({"key": cover["key"], "targets": targets, "complete": final,
+    partial.write_text(json.dumps({"targets": targets, "complete": final,
                                    "seconds": round(time.monotonic() - started), "table": table(entries, targets),
                                    "stale_equivalent": stale, "mutants": entries}, indent=1))
     partial.replace(args.report)
     return entries
+
+
+def basis(file_hash: str, tests: List[str], cover: dict) -> str:
+    modules = sorted({cover["modules"].get(t.split("::", 1)[0], "") for t in tests})
+    return hashlib.sha256(json.dumps([file_hash, cover["shared"], modules]).encode()).hexdigest()[:16]
 
 
 def measure_startup(copy: pathlib.Path) -> float:

@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PYTHONPATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dev demo demo-down test unit conformance integration lint sanity images molecule clean ee-context bench soak mutation
+.PHONY: venv dev demo demo-down test test-cloud unit conformance integration lint sanity images molecule clean ee-context bench soak mutation
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt $(wildcard requirements/*.txt)
 	$(PYTHON) -m venv $(VENV)
@@ -32,17 +32,31 @@ dev: venv $(COLL_LINK)
 # tests drive real ansible-playbook runs, sshd, Docker and PostgreSQL, each in its own state
 # directory, ports and names, on PYTEST_WORKERS processes; those that share the Docker engine
 # (xdist_group "docker") or build the docs site ("docs") run on one worker, one at a time.
+# UNIT_TESTS: the unit tests, the conformance suite (with the harnesses' own tests) and the tests of the fakes
+# and of the soak's oracle, which live next to what they test.
 UNIT_WORKERS ?= 4
 PYTEST_WORKERS ?= 2
+UNIT_TESTS := tests/unit tests/conformance tests/fakes tests/soak
 test: dev images
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) tests/unit tests/conformance
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(UNIT_TESTS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory ee-context
 
 unit: dev
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/unit tests/fakes tests/soak
+
+# One cloud's tests (make test-cloud CLOUD=lambda): every test in UNIT_TESTS whose file, name or parameters name
+# the cloud (pytest -k: test_lambda_*.py, test_owned_lambda.py, the conformance suite's [lambda], ...); E2E=1 adds
+# its end-to-end tests from tests/integration (slower: real ansible-playbook runs).
+CLOUD ?=
+E2E ?=
+test-cloud: dev $(if $(filter docker,$(CLOUD)),images)
+	@[ -n "$(CLOUD)" ] || { echo "test-cloud: name the cloud, e.g. make test-cloud CLOUD=lambda"; exit 1; }
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) -k $(CLOUD) $(UNIT_TESTS)
+	$(if $(E2E),$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup -k $(CLOUD) \
+	  tests/integration)
 
 conformance: dev images
 	$(BIN)/python -m pytest -q tests/conformance

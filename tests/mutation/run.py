@@ -41,6 +41,8 @@ TIMEOUT = re.compile(r"Timeout \(>|\+ Timeout \+")
 # pytest's exit codes: 1 tests failed, 2 interrupted (a collection error: the mutant broke an import), 3 an
 # internal error (a hook or fixture the mutant broke); 4 and 5 (usage, no tests) are the runner's own errors.
 KILLED_CODES = (1, 2, 3)
+COVERAGE_BATCH = 20
+RUNNING: set = set()   # the pytest process groups now running, stopped with the runner
 DETECTED = ("killed", "timed out")
 SURVIVED = ("survived", "no test")
 
@@ -82,15 +84,39 @@ def drop_bytecode(path: pathlib.Path):
 def run_limited(cmd: List[str], cwd: pathlib.Path, env: Dict[str, str], limit: Optional[float], log: pathlib.Path):
     """(exit code or None on timeout, seconds)."""
     started = time.monotonic()
+    if STOPPING.is_set():
+        raise Stopped()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        RUNNING.add(proc.pid)
         try:
             code = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             code = None
+        finally:
+            RUNNING.discard(proc.pid)
+    if STOPPING.is_set():
+        raise Stopped()
     return code, time.monotonic() - started
+
+
+class Stopped(Exception):
+    """The runner was told to stop (SIGTERM, Ctrl-C): what a test run then returns is no verdict."""
+
+
+STOPPING = threading.Event()
+
+
+def stop(signum, frame):
+    STOPPING.set()
+    for pgid in list(RUNNING):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    raise Stopped()
 
 
 # -- the coverage pass ---------------------------------------------------------------------------
@@ -129,9 +155,14 @@ def coverage_map(copy_root: pathlib.Path, targets: List[str], tests: List[str], 
     known = {m: v for m, v in known.items() if hashes.get(m) == v["hash"]}
     stale = [m for m in modules if m not in known]
     if stale:
-        known.update(measure(copy_root, targets, stale, hashes, jobs))
+        print("coverage: measuring %d test module(s) on %d process(es) (once per change of them or of the targets)"
+              % (len(stale), min(jobs, len(stale))), flush=True)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"modules": known}))
+        # In batches, each saved when done: an interrupted pass resumes where it stopped.
+        for start in range(0, len(stale), COVERAGE_BATCH):
+            known.update(measure(copy_root, targets, stale[start:start + COVERAGE_BATCH], hashes, jobs))
+            cache.write_text(json.dumps({"modules": known}))
+            print("coverage: %d/%d module(s) measured" % (min(start + COVERAGE_BATCH, len(stale)), len(stale)), flush=True)
         # Another target text or conftest makes another cache: keep the last few (about 10 MB each).
         for old in sorted(cache.parent.glob("coverage-*.json"), key=lambda p: p.stat().st_mtime)[:-3]:
             old.unlink(missing_ok=True)
@@ -162,10 +193,7 @@ def measure(copy_root: pathlib.Path, targets: List[str], modules: List[str], has
     argsfile.write_text("\n".join(modules) + "\n")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "--basetemp",
            str(copy_root / "pytest-coverage")] + (["-n", str(workers)] if workers > 1 else []) + ["@" + str(argsfile)]
-    print("coverage: measuring %d test module(s) on %d process(es) (once per change of them or of the targets)"
-          % (len(modules), workers), flush=True)
-    code, seconds = run_limited(cmd, copy, env, None, out / "pytest.log")
-    print("coverage: pytest exited %s after %.0f s" % (code, seconds), flush=True)
+    run_limited(cmd, copy, env, None, out / "pytest.log")
     made = {m: {"hash": hashes[m], "tests": {}, "lines": {t: {} for t in targets}} for m in modules}
 
     def module_of(nodeid):
@@ -363,8 +391,13 @@ def main(argv=None) -> int:
     # Real paths: coverage records them so, and the lines are looked up by them.
     scratch = pathlib.Path(os.path.realpath(tempfile.mkdtemp(prefix="gpuprov-mutation-")))
     os.chmod(scratch, 0o755)   # some tests read the collection as another user (setpriv to nobody)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         return _main(args, targets, started, equivalent, previous, scratch)
+    except Stopped:
+        print("mutation: stopped; %s holds the verdicts so far, and the same command resumes from them" % args.report)
+        return 130
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -432,6 +465,8 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
     done = [0]
 
     def judge(mutant: Mutant) -> None:
+        if STOPPING.is_set():
+            return
         if mutant.id in equivalent:
             result = {"status": "equivalent", "reason": equivalent[mutant.id]}
         else:
@@ -458,9 +493,14 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
                 print("mutation: %d/%d judged, %.0f s, about %.0f min left"
                       % (done[0], len(chosen), spent, spent / done[0] * (len(chosen) - done[0]) / 60), flush=True)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for future in [pool.submit(judge, m) for m in chosen]:
-            future.result()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for future in [pool.submit(judge, m) for m in chosen]:
+                future.result()
+    except Stopped:
+        with lock:
+            write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final=False)
+        raise
 
     entries = write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final=True)
     rows = table(entries, targets)

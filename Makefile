@@ -37,15 +37,21 @@ dev: venv $(COLL_LINK)
 UNIT_WORKERS ?= 4
 PYTEST_WORKERS ?= 2
 UNIT_TESTS := tests/unit tests/conformance tests/fakes tests/soak
+# Per-test time limits (pytest-timeout): a test that hangs fails with its name instead of holding the run until
+# CI's own limit. Several times the slowest test of each suite on a loaded 2-core machine (unit: the demo test,
+# ~50 s; integration: the Galaxy install, ~4 min).
+UNIT_TIMEOUT ?= 300
+INTEGRATION_TIMEOUT ?= 900
 test: dev images
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) $(UNIT_TESTS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(UNIT_TIMEOUT) -n $(UNIT_WORKERS) $(UNIT_TESTS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(INTEGRATION_TIMEOUT) -n $(PYTEST_WORKERS) --dist loadgroup \
+	  tests/integration
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory ee-context
 
 unit: dev
-	$(BIN)/python -m pytest -q tests/unit tests/fakes tests/soak
+	$(BIN)/python -m pytest -q --timeout=$(UNIT_TIMEOUT) tests/unit tests/fakes tests/soak
 
 # One cloud's tests (make test-cloud CLOUD=lambda): every test in UNIT_TESTS whose file, name or parameters name
 # the cloud (pytest -k: test_lambda_*.py, test_owned_lambda.py, the conformance suite's [lambda], ...); E2E=1 adds
@@ -59,10 +65,10 @@ test-cloud: dev $(if $(filter docker,$(CLOUD)),images)
 	  tests/integration)
 
 conformance: dev images
-	$(BIN)/python -m pytest -q tests/conformance
+	$(BIN)/python -m pytest -q --timeout=$(UNIT_TIMEOUT) tests/conformance
 
 integration: dev images
-	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q --timeout=$(INTEGRATION_TIMEOUT) tests/integration
 
 # The Docker test cloud's base image, built offline (debootstrap + docker import); quick when present.
 images:

@@ -25,6 +25,8 @@ from urllib.parse import unquote, unquote_plus
 
 from ansible.module_utils.common.parameters import remove_values
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_pg import dsn_userinfo
+
 # The user part of a libpq URI: everything between the scheme and the last "@" before the host's path.
 _DSN_USERINFO = re.compile(r"^\s*postgres(?:ql)?://([^/?#]*)@", re.IGNORECASE)
 _DSN = re.compile(r"^\s*postgres(?:ql)?://", re.IGNORECASE)
@@ -37,8 +39,10 @@ def dsn_secrets(location: Any) -> Set[str]:
         return set()
     found = set()
     userinfo = _DSN_USERINFO.match(location)
-    if userinfo and ":" in userinfo.group(1):
-        found.add(userinfo.group(1).split(":", 1)[1])
+    # Also as widely as the user part can be read: a password holding an unencoded '/', '?' or '#'.
+    for user_part in (userinfo.group(1) if userinfo else None, dsn_userinfo(location)):
+        if user_part and ":" in user_part:
+            found.add(user_part.split(":", 1)[1])
     query = location.split("?", 1)[1].split("#", 1)[0] if "?" in location else ""
     for pair in query.split("&"):
         key, _sep, value = pair.partition("=")

@@ -459,6 +459,14 @@ def test_a_dsn_is_selected_and_shown_without_its_password(server, monkeypatch):
         "postgresql://u@h:5/db?sslmode=require")
 
 
+@pytest.mark.parametrize("dsn", ["postgresql://u:pa/ss3cret@h/db", "postgresql://u:pa?ss3cret@h/db",
+                                 "postgres://u:pa#ss3cret@h:5432/db?sslmode=require"])
+def test_a_password_with_an_unencoded_separator_is_never_shown(dsn):
+    shown = scrub_dsn(dsn)
+    assert "ss3cret" not in shown and "u:" not in shown and "h/db" not in shown
+    assert shown.startswith("postgresql://(not shown: its user part holds an unencoded") and "%2F" in shown
+
+
 def test_the_password_option_is_used_and_a_wrong_one_is_a_clear_error(server, monkeypatch):
     monkeypatch.delenv("PGPASSWORD", raising=False)
     dsn = server.new_database()

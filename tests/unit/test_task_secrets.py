@@ -24,6 +24,8 @@ MODULES = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "modules"
     ("  POSTGRESQL://user:s3cret@db.example/journal", {"s3cret"}),
     ("postgresql://user:p%40ss%2Fw@db.example/journal", {"p%40ss%2Fw", "p@ss/w"}),
     ("postgresql://user:p@ss@db.example/journal", {"p@ss"}),                  # an unencoded @ in the password
+    ("postgresql://user:pa/ss@db.example/journal", {"pa/ss"}),                # ... or /, which libpq refuses
+    ("postgresql://user:pa?ss#x@db.example/journal", {"pa?ss#x"}),
     ("postgresql://user@db.example/journal?sslmode=require&password=qw%26e", {"qw%26e", "qw&e"}),
     ("postgresql://user:one@h1:5432,h2:5433/journal?password=two", {"one", "two"}),
     ("postgresql://user@db.example/journal", set()),

@@ -67,8 +67,21 @@ def is_dsn(location: Optional[str]) -> bool:
     return location is not None and location.strip().lower().startswith(DSN_SCHEMES)
 
 
+def dsn_userinfo(dsn: str) -> Optional[str]:
+    """The user part of a DSN read as widely as it can be: everything between the scheme and the last
+    ``@`` (None without one). A password must percent-encode ``/``, ``?`` and ``#`` for libpq; one that
+    does not is still all inside this, so nothing of it is ever shown (scrub_dsn) or left unmasked."""
+    rest = dsn.strip().partition("://")[2]
+    return rest.rpartition("@")[0] if "@" in rest else None
+
+
 def scrub_dsn(dsn: str) -> str:
     """``dsn`` without its password (in the user part or a ``password=`` parameter): what may be shown."""
+    userinfo = dsn_userinfo(dsn)
+    if userinfo is not None and any(c in userinfo for c in "/?#"):
+        # A URI parser would take part of the password for the host or the path, and show it.
+        return ("postgresql://(not shown: its user part holds an unencoded '/', '?' or '#'; percent-encode "
+                "them as %2F, %3F and %23)")
     try:
         parts = urlsplit(dsn.strip())
         netloc = parts.netloc

@@ -482,3 +482,63 @@ def test_a_failed_login_leaves_connecting_with_its_reason_as_the_note(tmp_path, 
     if reused:
         assert out.state["reason"] == expected and out.state["vm"]["instance_id"] == p.created[0]
     assert p.calls["create"] == 1
+
+
+def test_the_zone_an_offer_named_is_kept_where_the_cloud_reports_none(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a")])
+    w = World(tmp_path, [p])
+    _placed(w, p, zone=None)
+
+    out = w.launch()
+
+    assert out.state["vm"]["zone"] == "r1-a" and projected(w)["zone"] == "r1-a"
+
+
+# --- leaving an offer: what blocks the rest of the search -----------------------------------
+
+def test_a_boot_failure_classified_without_a_scope_blocks_nothing_more(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", "t1"), offer(A, "r1", "t2")])
+    w = World(tmp_path, [p])
+
+    def refused(location, name):
+        return [Observed(p.created[0], Status.FAILED, "image not allowed", None, location,
+                         journal_id=w.journal.journal_id, error_kind=ErrorKind.INVALID_REQUEST)]
+    p.script("observe", refused, where=lambda loc: len(p.created) == 1 and kind_of(w.row().label) == "Booting")
+
+    out = w.launch()
+
+    # InvalidRequest has no default scope: the next offer, even of the same region, is still tried.
+    assert out.state["kind"] == "Ready" and out.state["vm"]["instance_type"] == "t2"
+    assert out.state["search"]["history"][0]["outcome"] == "InvalidRequest"
+    assert out.state["search"]["blocked"] == []
+    w.assert_clean(keep=out.state["vm"]["instance_id"])
+
+
+def test_a_region_block_still_skips_its_offers_after_a_later_offer_is_left(tmp_path):
+    offers = [offer(A, "r1", "t1"), offer(A, "r2", "t1"), offer(A, "r1", "t2"), offer(A, "r3", "t1")]
+    p = ScriptedProvider(A, offers)
+    p.fail("create", err(ErrorKind.QUOTA, "no quota in r1"), where=lambda o: o.region == "r1", times=None)
+    p.fail("create", err(ErrorKind.CAPACITY, "no capacity in r2"), where=lambda o: o.region == "r2", times=None)
+    w = World(tmp_path, [p])
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and out.state["vm"]["location"]["region"] == "r3"
+    assert p.ops("create") == [("fakea:r1:t1",), ("fakea:r2:t1",), ("fakea:r3:t1",)]
+    w.assert_clean(keep=out.state["vm"]["instance_id"])
+
+
+def test_offers_left_one_by_one_keep_the_journalled_search_small(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", "t%d" % i) for i in range(4)])
+    p.fail("create", err(ErrorKind.CAPACITY, "no capacity"), where=lambda o: o.instance_type != "t3", times=None)
+    w = World(tmp_path, [p])
+    blocked = []
+
+    def record(old, new):
+        if new["kind"] == "Preparing":
+            blocked.append(new["search"]["blocked"])
+    out = w.launch(before_commit=record)
+
+    # An offer-scoped block skips only the offer already left: none is carried in the state.
+    assert out.state["kind"] == "Ready" and out.state["vm"]["instance_type"] == "t3"
+    assert blocked == [[], [], [], []]

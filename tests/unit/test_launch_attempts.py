@@ -181,6 +181,23 @@ def test_a_half_made_instance_whose_removal_is_refused_is_removed_by_the_compens
     w.assert_clean()
 
 
+def test_a_half_made_instance_the_cloud_will_not_let_us_remove_is_reported_leaked(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    w = World(tmp_path, [p])
+    broken = p.spawn("vm1", LOC_A1, status=Status.FAILED,
+                     tags={VM_NAME_TAG: "vm1", JOURNAL_ID_TAG: w.journal.journal_id})
+    p.fail("delete", err(ErrorKind.CREDENTIALS, "token expired"))
+    p.fail("observe", err(ErrorKind.CREDENTIALS, "token expired"), times=None,
+           where=lambda loc: kind_of(w.row().label).startswith("Compensating"))
+
+    out = w.launch()
+
+    # Creating saw an instance of ours there: it may bill, so the run says where, never a silent Aborted.
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC_A1.to_dict(), "instance_ids": [], "created": True}]
+    assert broken in p.instances and p.calls["create"] == 0
+
+
 def test_a_create_refused_after_it_made_the_instance_removes_it(tmp_path):
     p = ScriptedProvider(A, [offer(A, "r1")])
     p.fail("create", err(ErrorKind.CREDENTIALS, "token expired"), after=True)

@@ -372,6 +372,7 @@ def parse_args(argv=None):
     parser.add_argument("--line", type=int, help="only mutants on this line (with --file)")
     parser.add_argument("--operator", help="only mutants of this operator")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--show", action="store_true", help="print the last report's table and survivors, run nothing")
     parser.add_argument("--no-cache", action="store_true", help="redo the coverage pass")
     parser.add_argument("--fresh", action="store_true",
                         help="run every mutant, even those judged by the last report on the same targets and tests")
@@ -388,6 +389,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     equivalent = read_equivalent(args.equivalent)
     previous = json.loads(args.report.read_text()) if args.report.exists() else {"mutants": []}
+    if args.show:
+        return summary(previous["mutants"], targets, previous.get("stale_equivalent", []), args)
     # Real paths: coverage records them so, and the lines are looked up by them.
     scratch = pathlib.Path(os.path.realpath(tempfile.mkdtemp(prefix="gpuprov-mutation-")))
     os.chmod(scratch, 0o755)   # some tests read the collection as another user (setpriv to nobody)
@@ -503,10 +506,14 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
         raise
 
     entries = write_report(args, targets, mutants, results, equivalent, previous, cover, stale, started, final=True)
-    rows = table(entries, targets)
-    elapsed = time.monotonic() - started
-    entries = [e for e in entries if e["path"] in targets]
+    print("\nmutation: %d mutant(s) run in %.0f s; report: %s" % (len(chosen), time.monotonic() - started, args.report))
+    return summary(entries, targets, stale, args)
 
+
+def summary(entries: List[dict], targets: List[str], stale: List[str], args) -> int:
+    """The table, the survivors and the timed out; 1 when a file is under --min."""
+    rows = table(entries, targets)
+    entries = [e for e in entries if e["path"] in targets]
     print()
     print_table(rows)
     survivors = [e for e in entries if e.get("status") in SURVIVED]
@@ -522,7 +529,6 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
             print("  " + describe(e))
     if stale:
         print("\nstale entries in %s (no such mutant any more): %s" % (args.equivalent.relative_to(ROOT), ", ".join(stale)))
-    print("\nmutation: %d mutant(s) run in %.0f s; report: %s" % (len(chosen), elapsed, args.report))
 
     low = [r["file"] for r in rows if r["percent"] is not None and r["percent"] < args.min]
     if low:

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken, LeaseLost
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     VM_NAME_TAG, ErrorKind, InstanceSpec, Location, ProviderError, Status,
@@ -467,3 +467,149 @@ def test_a_teardown_never_plans_or_creates(tmp_path):
 
     assert out.state["kind"] == "Done"
     assert p.calls["plan"] == p.calls["prepare"] == p.calls["create"] == 0
+
+
+# --- fencing, flags and reasons (pinned by make mutation) --------------------------------------
+
+LOC_2 = Location(A, "r2")
+
+
+def steal_the_lease(w):
+    """Another run takes the key over (its lease), as a takeover after this run's lease expired would."""
+    w.journal.release(w.name, w.journal.load(w.name).lease_owner)
+    w.journal.acquire(w.name, "other:1:1:x", 120.0)
+
+
+def around(provider, op, before=None, after=None):
+    """Run ``before(args)`` / ``after(args)`` around each call of the fake's primitive ``op`` (it still counts once)."""
+    real = getattr(provider, op)
+
+    def call(*args):
+        if before:
+            before(args)
+        result = real(*args)
+        if after:
+            after(args)
+        return result
+    setattr(provider, op, call)
+
+
+def test_a_teardown_that_lost_its_lease_mid_step_deletes_nothing_more(tmp_path):
+    p = ScriptedProvider(A)
+    one, two = provisioned(p, LOC), provisioned(p, LOC_2)
+    w = World(tmp_path, [p])
+    seen = []
+
+    def second_listing_loses_the_lease(args):
+        seen.append(args[0])
+        if len(seen) == 2:            # the second location's listing, still inside Requesting's step
+            steal_the_lease(w)
+    around(p, "observe", before=second_listing_loses_the_lease)
+
+    with pytest.raises(LeaseLost):
+        w.down(targets=[tgt(LOC, [one]), tgt(LOC_2, [two])])
+
+    assert p.calls["delete"] == 0 and one in p.instances and two in p.instances
+
+
+def test_a_teardown_that_lost_its_lease_while_awaiting_asks_for_no_delete_again(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.script("delete", lambda location, name, ids: None, times=1)     # accepted, but it did not take
+    w = World(tmp_path, [p])
+
+    def awaiting_loses_the_lease(args):
+        if kind_of(w.row().label) == "AwaitingGone":
+            steal_the_lease(w)
+    around(p, "observe", before=awaiting_loses_the_lease)
+
+    with pytest.raises(LeaseLost):
+        w.down(targets=[tgt(LOC, [iid])])
+
+    assert p.calls["delete"] == 1 and iid in p.instances and not p.instances[iid].deleting
+
+
+def test_a_teardown_that_lost_its_lease_while_cleaning_up_cleans_no_further_location(tmp_path):
+    p = ScriptedProvider(A)
+    one, two = provisioned(p, LOC), provisioned(p, LOC_2)
+    w = World(tmp_path, [p])
+    around(p, "cleanup", after=lambda args: steal_the_lease(w))
+
+    with pytest.raises(LeaseLost):
+        w.down(targets=[tgt(LOC, [one]), tgt(LOC_2, [two])])
+
+    assert p.calls["cleanup"] == 1 and ("vm1", str(LOC_2)) in p.side
+
+
+def test_an_instance_found_where_no_create_was_recorded_makes_the_target_billable(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    p.fail("delete", err(ErrorKind.TRANSIENT, "503"), times=None)
+    w = World(tmp_path, [p], teardown_attempts=2)
+
+    out = w.down(targets=[teardown.target(LOC.to_dict(), [], created=False)])
+
+    # What was found by identity may bill: Leaked, never "Done, no instance was ever requested".
+    assert out.state["kind"] == "Leaked"
+    assert out.state["targets"] == [{"location": LOC.to_dict(), "instance_ids": [iid], "created": True}]
+
+
+def test_a_location_that_never_saw_a_create_ends_done_when_its_cleanup_keeps_failing(tmp_path):
+    p = ScriptedProvider(A)
+    p.fail("cleanup", err(ErrorKind.TRANSIENT, "dependency violation"), times=None)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[teardown.target(LOC.to_dict(), [], created=False)])
+
+    assert out.state["kind"] == "Done" and p.calls["cleanup"] == 3
+    assert out.state["reason"] == ("teardown failed in CleaningUp: Transient: dependency violation (no instance was "
+                                   "ever requested at fakea/r1/r1-a [no instances]; side resources such as firewall "
+                                   "rules may remain)")
+
+
+def test_an_instance_that_never_goes_leaks_with_every_target_still_to_clean(tmp_path):
+    p = ScriptedProvider(A, gone_after=None)
+    stuck = provisioned(p, LOC)
+    spec = InstanceSpec(vm_name="vm1", ssh_public_key="ssh-ed25519 AAAA test")
+    p.prepare(offer(A, "r2"), spec)                 # only a side resource at r2: its instance is already gone
+    p.calls.clear()
+    w = World(tmp_path, [p], teardown_timeout=30.0)
+
+    out = w.down(targets=[tgt(LOC, [stuck]), tgt(LOC_2, ["fakea-i-0999"])])
+
+    assert out.state["kind"] == "Leaked"
+    # The next down must clean r2's side resource too: both locations stay in the Leaked record.
+    assert [t["location"] for t in out.state["targets"]] == [LOC.to_dict(), LOC_2.to_dict()]
+    assert out.state["reason"] == "instances still present after 30 s: fakea/r1/r1-a [%s]" % stuck
+
+
+def test_a_refused_teardown_says_why_in_its_journal_and_a_throttled_one_waits_as_asked(tmp_path):
+    p = ScriptedProvider(A)
+    iid = provisioned(p, LOC)
+    throttled = err(ErrorKind.TRANSIENT, "429 slow down")
+    throttled.retry_after = 20.0
+    p.fail("delete", throttled, times=1)
+    w = World(tmp_path, [p])
+
+    out = w.down(targets=[tgt(LOC, [iid])])
+
+    assert out.state["kind"] == "Done" and w.clock.waits[0] >= 20.0      # the vendor's Retry-After, not 2 s
+    notes = [e["note"] for e in w.events() if e["event"] == "transition"]
+    assert notes[0] == "deletion requested for fakea/r1/r1-a [%s]" % iid
+
+    q = ScriptedProvider(B)
+    left = provisioned(q, LOC_B)
+    q.fail("delete", err(ErrorKind.CREDENTIALS, "token revoked"), times=None)
+    w2 = World(tmp_path / "two", [q])
+    w2.down(targets=[tgt(LOC_B, [left])])
+    assert [e["note"] for e in w2.events() if e["event"] == "transition"] == ["Credentials: token revoked"]
+
+
+def test_target_records_normalise_ids_and_keep_the_created_flag():
+    assert teardown.target(LOC.to_dict()) == {"location": LOC.to_dict(), "instance_ids": [], "created": True}
+    assert teardown.created_at({"location": LOC.to_dict(), "instance_ids": ["i-1"], "created": False})
+    assert not teardown.created_at({"location": LOC.to_dict(), "instance_ids": [], "created": False})
+    assert teardown.created_at({"location": LOC.to_dict(), "instance_ids": []})      # written before the flag
+    created = teardown.target(LOC.to_dict(), ["i-1"])
+    never = teardown.target(LOC.to_dict(), [], created=False)
+    assert teardown.merge_targets([created], None, [never]) == [created]             # a created target stays so

@@ -208,3 +208,87 @@ def test_retry_until_up_after_a_planning_outage_plans_again_instead_of_aborting(
     assert len(exhausted) == 1 and exhausted[0]["note"].startswith("retries exhausted after 3 attempts")
     assert w.path().count("Planning") == 2
     w.assert_clean(keep=out.state["vm"]["instance_id"])
+
+
+# --- what the journal says at each step (the notes status, health and the progress lines show) ---
+
+def notes(w):
+    return [(kind_of(e["from"]), kind_of(e["to"]), e["note"]) for e in w.events() if e["event"] == "transition"]
+
+
+def test_a_failover_is_told_step_by_step_in_the_journal(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a"), offer(A, "r1", zone="r1-b")])
+    p.fail("create", err(ErrorKind.CAPACITY, "insufficient capacity"), where=lambda o: o.zone == "r1-a", after=True)
+    w = World(tmp_path, [p])
+
+    out = w.launch()
+
+    first, second = p.created
+    assert out.state["kind"] == "Ready" and out.state["search"]["round"] == 0
+    assert notes(w) == [
+        ("Reconciling", "Planning", "nothing to reuse; planning"),
+        ("Planning", "Preparing", "2 offer(s) from fakea"),
+        ("Preparing", "Creating", "prepared"),
+        ("Creating", "Compensating/Requesting", "Capacity: insufficient capacity"),
+        ("Compensating/Requesting", "Compensating/Requesting", "found fakea/r1/r1-a [%s]" % first),
+        ("Compensating/Requesting", "Compensating/AwaitingGone", "deletion requested for fakea/r1/r1-a [%s]" % first),
+        ("Compensating/AwaitingGone", "Compensating/CleaningUp", "all instances gone"),
+        ("Compensating/CleaningUp", "NextOffer", "compensated; side resources removed"),
+        ("NextOffer", "Preparing", "trying fakea:r1:gpu.1x:r1-b"),
+        ("Preparing", "Creating", "prepared"),
+        ("Creating", "Booting", "created %s" % second),
+        ("Booting", "Connecting", "running at %s.fakea.test:22" % second),
+        ("Connecting", "Ready", "SSH login OK as ubuntu"),
+    ]
+
+
+def test_a_compensation_whose_instance_never_goes_is_leaked_with_the_teardowns_reason_as_its_note(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")], gone_after=None)
+    p.fail("create", err(ErrorKind.CAPACITY, "none"), after=True)
+    w = World(tmp_path, [p], teardown_timeout=30.0)
+
+    out = w.launch()
+
+    iid = p.created[0]
+    assert out.state["kind"] == "Leaked"
+    reason = "instances still present after 30 s: fakea/r1 [%s]" % iid
+    assert out.state["reason"] == reason and notes(w)[-1] == ("Compensating/AwaitingGone", "Leaked", reason)
+
+
+def test_a_reuse_whose_vm_is_gone_compensates_then_plans_round_zero_saying_so(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    w = World(tmp_path, [p])
+    gone = w.launch().state["vm"]["instance_id"]
+    p.vanish(gone)
+    p.offers = []                              # and nothing is free now
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Exhausted" and out.state["search"]["round"] == 0
+    assert notes(w)[-5:] == [
+        ("Reconciling", "Compensating/Requesting", "journalled instance %s is gone" % gone),
+        ("Compensating/Requesting", "Compensating/AwaitingGone", "deletion requested for fakea/r1 [%s]" % gone),
+        ("Compensating/AwaitingGone", "Compensating/CleaningUp", "all instances gone"),
+        ("Compensating/CleaningUp", "Planning", "compensated; side resources removed; planning"),
+        ("Planning", "Exhausted", "no offers")]
+
+
+def test_retry_until_up_counts_its_rounds_in_the_search(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    p.fail("create", err(ErrorKind.CAPACITY, "none"), times=2)
+    w = World(tmp_path, [p], retry_until_up=True)
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and out.state["search"]["round"] == 2
+    assert [n for _f, t, n in notes(w) if t == "Planning"][1:] == ["planning again (retry_until_up)"] * 2
+
+
+def test_a_planning_outage_is_exhausted_with_an_empty_search(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")], plan_error=err(ErrorKind.TRANSIENT, "catalog 502"))
+    w = World(tmp_path, [p], step_attempts=2)
+
+    out = w.launch()
+
+    assert out.state == {"kind": "Exhausted", "reason": "planning failed: plan fakea: Transient: catalog 502",
+                         "search": {"offers": [], "cursor": 0, "blocked": [], "history": [], "round": 0}}

@@ -185,14 +185,15 @@ soak: dev images
 # (default: machine/executor.py, machine/journal.py, vm/launch.py, vm/teardown.py, providers/base.py), one at a
 # time, on private copies of the working tree, against the unit tests that ran its line. Prints killed, timed out,
 # survived and equivalent per file and every survivor; fails when a file is under 95% killed. ONLY=survivors runs
-# the last report's survivors again; MUTATION_ARGS passes more (--file, --line, --operator, --min). Not in make test.
+# the last report's survivors again; MUTATION_ARGS passes more (--file, --line, --operator, --min, --tests: the test
+# files to pick from, e.g. the core's own, much faster than all of tests/unit). Not in make test.
 MUTATE ?=
 MUTATION_JOBS ?= 2
 ONLY ?=
 MUTATION_ARGS ?=
 mutation: dev
-	$(BIN)/python tests/mutation/run.py -j $(MUTATION_JOBS) $(if $(filter survivors,$(ONLY)),--survivors) \
-	  $(MUTATION_ARGS) $(MUTATE)
+	$(BIN)/python tests/mutation/run.py $(MUTATE) -j $(MUTATION_JOBS) $(if $(filter survivors,$(ONLY)),--survivors) \
+	  $(MUTATION_ARGS)
 
 clean:
 	rm -rf build $(VENV)

@@ -957,7 +957,9 @@ def test_cancel_while_rechecking_a_reused_vm_keeps_it(tmp_path):
     out = w.launch(cancel=token)
 
     assert out.state["kind"] == "Aborted" and out.state["vm"]["instance_id"] == iid
+    assert out.state["reason"] == "cancelled by the user" and out.state["targets"] == []
     assert w.path(since_begin=True) == ["Reconciling", "Connecting", "Aborted"]
+    assert [e["note"] for e in w.events() if e["event"] == "transition"][-1] == "cancelled by interrupt"
     assert p.calls["delete"] == 0 and live_ids(p) == [iid]
 
 

@@ -457,22 +457,6 @@ def test_a_cancel_before_resolving_a_leak_keeps_the_leak_on_record_for_down(tmp_
     w.assert_clean()
 
 
-def test_a_cancel_while_rechecking_a_reused_vm_says_it_was_cancelled(tmp_path):
-    p = two_zone_cloud()
-    w = World(tmp_path, [p])
-    iid = w.launch().state["vm"]["instance_id"]
-    w.ssh.default = launch.SshNotReady("refused")
-    token = CancelToken(w.clock)
-    w.clock.on_wait = lambda seconds: token.request()
-
-    out = w.launch(cancel=token)
-
-    assert out.state["kind"] == "Aborted" and out.state["reason"] == "cancelled by the user"
-    assert out.state["vm"]["instance_id"] == iid and out.state["targets"] == []
-    assert notes_of(w, "Connecting", "Aborted") == ["cancelled by interrupt"]
-    assert p.calls["delete"] == 0 and iid in p.instances
-
-
 def test_a_cancel_during_a_compensation_that_aborts_anyway_keeps_its_reason(tmp_path):
     p = two_zone_cloud(gone_after=3)
     w = World(tmp_path, [p])

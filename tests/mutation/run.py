@@ -282,15 +282,15 @@ class Worker:
         finally:
             target.write_text(original)
             drop_bytecode(target)
+        failed = re.search(r"^(?:FAILED|ERROR) (\S+)", log, re.M) if code in KILLED_CODES else None
+        if failed:
+            result["killed_by"] = failed.group(1)
         if code is None or (code in KILLED_CODES and TIMEOUT.search(log)):
             result["status"] = "timed out"
         elif code == 0:
             result["status"] = "survived"
         elif code in KILLED_CODES:
             result["status"] = "killed"
-            failed = re.search(r"^(?:FAILED|ERROR) (\S+)", log, re.M)
-            if failed:
-                result["killed_by"] = failed.group(1)
         else:
             result["status"] = "error"
             result["log"] = log[-2000:]
@@ -433,14 +433,22 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
     # Measured for the default targets too, so that one cached pass serves runs on any of them.
     measured = sorted(set(DEFAULT_TARGETS) | set(targets))
     cover = coverage_map(first, measured, args.tests, args.jobs, not args.no_cache)
-    # A plain run takes the last report's verdict of a mutant while its basis holds: the same text of its file, of
-    # the test modules chosen for it and of what they share (another target's change does not count).
+    # A plain run takes the last report's verdict of a mutant while its basis holds: the same text of its file and
+    # of what the tests share, and of the test module that killed it (a mutant killed by name), else of every test
+    # module chosen for it (another target's change does not count).
     files = {t: digest_files(copy, [t]) for t in targets}
     selected = {m.id: select(m, cover) for m in chosen}
     bases = {m.id: basis(files[m.path], selected[m.id], cover) for m in chosen}
+
+    def holds(mutant, entry):
+        killer = entry.get("killed_by")
+        if killer and cover["tests"].get(killer, {}).get("passed"):
+            return entry.get("basis") == basis(files[mutant.path], [killer], cover)
+        return entry.get("basis") == bases[mutant.id]
+
     if not (args.fresh or args.survivors or args.file or args.line or args.operator):
         earlier = {e["id"]: e for e in previous["mutants"] if e.get("status") in DETECTED + SURVIVED}
-        reused = [m for m in chosen if m.id in earlier and earlier[m.id].get("basis") == bases[m.id]]
+        reused = [m for m in chosen if m.id in earlier and holds(m, earlier[m.id])]
         if reused:
             print("mutation: %d verdict(s) taken from the last report (nothing they rest on changed; --fresh runs them)"
                   % len(reused))
@@ -482,7 +490,8 @@ def _main(args, targets, started, equivalent, previous, scratch) -> int:
                     result = worker.run(mutant, tests, cover, startup)
                 finally:
                     workers.put(worker)
-        result["basis"] = bases[mutant.id]
+        killer = result.get("killed_by")
+        result["basis"] = basis(files[mutant.path], [killer], cover) if killer in cover["tests"] else bases[mutant.id]
         with lock:
             results[mutant.id] = result
             done[0] += 1

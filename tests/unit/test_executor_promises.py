@@ -256,3 +256,87 @@ def test_signals_within_two_seconds_of_the_first_are_one_request(later, hard):
     else:
         token._handle(signal.SIGTERM, None)
         assert token.requested and token.first_at == 10.0
+
+
+# -- waits shorter than a second are kept short ----------------------------------------------------
+
+class RecordingEvent:
+    """Stands in for threading.Event where a wait's timeout is what the test reads."""
+
+    def __init__(self):
+        self.timeouts, self.flag = [], False
+
+    def wait(self, timeout=None):
+        self.timeouts.append(timeout)
+        return self.flag
+
+    def is_set(self):
+        return self.flag
+
+    def set(self):
+        self.flag = True
+
+
+def test_a_cancel_tokens_wait_never_asks_for_a_negative_or_padded_timeout():
+    token = CancelToken(FakeClock())
+    token._event = RecordingEvent()
+    token.wait(-5.0)
+    token.wait(0.25)
+    assert token._event.timeouts == [0.0, 0.25]
+
+
+def test_a_wait_of_a_quarter_second_waits_a_quarter_second(journal, clock):
+    class MovingToken(CancelToken):
+        def __init__(self, clock):
+            super().__init__(clock)
+            self.waits = []
+
+        def wait(self, seconds):
+            self.waits.append(seconds)
+            clock.advance(seconds)
+            return False
+
+    token = MovingToken(clock)
+    ex = Executor(journal, ScriptedMachine({}), clock=clock, cancel=token, heartbeat=False)
+    ex._cancellable_wait(KEY, 0.25)
+    assert token.waits == [0.25]
+    ex._cancellable_wait(KEY, 2.5)      # in slices of CANCEL_CHECK_S, so a journal cancel is seen
+    assert token.waits == [0.25, 1.0, 1.0, 0.5]
+
+
+def test_compensation_after_a_cancel_keeps_its_exact_pace(journal, clock, monkeypatch):
+    token = CancelToken(clock)          # made before the patch: its own event is a real one
+    calm = []
+
+    class PacedEvent(RecordingEvent):
+        def __init__(self):
+            super().__init__()
+            calm.append(self)
+
+    monkeypatch.setattr(executor_module.threading, "Event", PacedEvent)
+
+    def cancel_now(state, cx):
+        token.request()
+        return Poll(1)
+
+    machine = ScriptedMachine({"A": [cancel_now], "Comp": [Retry("throttled"), Next({"kind": "Cancelled"})]},
+                              policy=RetryPolicy(max_attempts=3, initial_backoff=0.5, jitter=0.0))
+    machine.on_cancel = lambda state: {"kind": "Comp"} if state["kind"] == "A" else None
+    waits = []
+    monkeypatch.setattr(Executor, "_cancellable_wait", lambda self, key, seconds: waits.append(seconds))
+    outcome = Executor(journal, machine, clock=clock, cancel=token, heartbeat=False).run(KEY, start_at("A"))
+    assert outcome.state == {"kind": "Cancelled"}
+    assert waits == [1]                          # the poll before the cancel: cancellable
+    assert [event.timeouts for event in calm] == [[0.5]]   # the backoff after it: a plain wait, exactly 0.5 s
+
+
+def test_uninstall_restores_the_handlers_once(monkeypatch):
+    installed = {}
+    monkeypatch.setattr(executor_module.signal, "signal",
+                        lambda sig, handler: installed.setdefault(sig, []).append(handler) or "previous-%d" % sig)
+    token = CancelToken(FakeClock())
+    token.install()
+    token.uninstall()
+    token.uninstall()                            # nothing saved any more: restores nothing again
+    assert installed == {signal.SIGINT: [token._handle, "previous-%d" % signal.SIGINT],
+                         signal.SIGTERM: [token._handle, "previous-%d" % signal.SIGTERM]}

@@ -21,7 +21,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from typing import Any, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Iterable, Optional, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_file import (
     APPLICATION_ID, JournalFile, WriteTransaction, missing_tables,
@@ -44,7 +44,7 @@ class Journal(JournalFile, SqlJournal):
 
     backend = "sqlite"
 
-    def __init__(self, path: str, clock=time.time, tables: Sequence[str] = ()):
+    def __init__(self, path: str, clock: Callable[[], float] = time.time, tables: Sequence[str] = ()) -> None:
         if not path:
             raise ValueError("journal: a path is required")
         self.path = os.path.abspath(os.path.expanduser(path))
@@ -67,7 +67,7 @@ class Journal(JournalFile, SqlJournal):
             self._forget()
 
     # -- what SqlJournal runs on -----------------------------------------------------------------------
-    def _statements(self, doing: str):
+    def _statements(self, doing: str) -> ContextManager[sqlite3.Connection]:
         # SQLite's own errors reach the caller unchanged (vm/projection.py tells a missing JSON function).
         return contextlib.nullcontext(self._db)
 

@@ -16,7 +16,7 @@ import stat
 import struct
 import threading
 import uuid
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
@@ -413,16 +413,19 @@ class JournalFile:
                             % (self.path, text, _ELSEWHERE))
 
     def _remember(self) -> None:
-        _OPEN_FILES[self._file_id] = _OPEN_FILES.get(self._file_id, 0) + 1
+        if self._file_id is not None:   # _identify, just before, sets it
+            _OPEN_FILES[self._file_id] = _OPEN_FILES.get(self._file_id, 0) + 1
 
     def _forget(self) -> None:
+        file_id, self._file_id = self._file_id, None
+        if file_id is None:
+            return
         with _OPEN_LOCK:
-            left = _OPEN_FILES.get(self._file_id, 0) - 1
+            left = _OPEN_FILES.get(file_id, 0) - 1
             if left > 0:
-                _OPEN_FILES[self._file_id] = left
+                _OPEN_FILES[file_id] = left
             else:
-                _OPEN_FILES.pop(self._file_id, None)
-        self._file_id = None
+                _OPEN_FILES.pop(file_id, None)
 
 
 class WriteTransaction:
@@ -435,7 +438,7 @@ class WriteTransaction:
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> None:
         if exc_type is None:
             self.db.execute("COMMIT")
         elif self.db.in_transaction:   # SQLite may already have rolled back (disk full, I/O error)
@@ -452,6 +455,6 @@ class _Snapshot:
         self.db.execute("BEGIN")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> None:
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")

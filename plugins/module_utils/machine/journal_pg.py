@@ -26,7 +26,7 @@ import contextlib
 import functools
 import re
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
@@ -36,7 +36,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
 
-def _psycopg():
+def _psycopg() -> Any:
     """The psycopg package, imported on first use: every start of a module or action reaches this
     file (through the state directory's DSN check), and a SQLite journal must not pay for the import
     (0.1-0.2 s a worker, so seconds for a fleet)."""
@@ -113,10 +113,10 @@ class _TranslatingConnection:
     """A psycopg connection that takes the journal's SQL: ``execute(sql, args)`` translates it and
     returns the cursor (fetchone, fetchall, rowcount). What ``with journal.transaction() as tx`` yields."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
 
-    def execute(self, sql: str, args: Sequence[Any] = ()):
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self.conn.execute(_translate(sql), tuple(args))
 
 
@@ -129,7 +129,8 @@ class PgJournal(SqlJournal):
 
     backend = "postgresql"
 
-    def __init__(self, dsn: str, clock=None, tables: Sequence[str] = (), password: Optional[str] = None):
+    def __init__(self, dsn: str, clock: Optional[Callable[[], float]] = None, tables: Sequence[str] = (),
+                 password: Optional[str] = None) -> None:
         try:
             _psycopg()
         except ImportError:
@@ -143,7 +144,7 @@ class PgJournal(SqlJournal):
         for statement in self._tables:
             created_name(statement)
         self._journal_id = ""
-        self._conn = None
+        self._conn: Any = None   # a psycopg.Connection once connected
         self._connect()
         self._prepare()
 
@@ -177,7 +178,7 @@ class PgJournal(SqlJournal):
         except _psycopg().Error as exc:
             raise self._error(exc, "connecting")
 
-    def _connection(self):
+    def _connection(self) -> Any:
         """The connection, made again if the server dropped it (a restart): the call that saw
         the drop failed; the next one reconnects."""
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -208,7 +209,7 @@ class PgJournal(SqlJournal):
                 yield db
 
     def _now(self, db: Any) -> float:
-        return db.execute(_NOW).fetchone()[0]
+        return float(db.execute(_NOW).fetchone()[0])
 
     def _lock_key(self, db: Any, key: str) -> None:
         db.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_KEY_LOCK_CLASS, key))
@@ -227,7 +228,7 @@ class PgJournal(SqlJournal):
                                               "to another location")
 
     @staticmethod
-    def _names(db: _TranslatingConnection) -> set:
+    def _names(db: _TranslatingConnection) -> Set[str]:
         return {name for (name,) in db.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
             "UNION SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}

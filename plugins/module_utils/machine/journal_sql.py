@@ -191,7 +191,7 @@ class Row:
     __slots__ = ("key", "kind", "state", "label", "terminal", "version",
                  "lease_owner", "lease_expires", "updated_at", "entered_at")
 
-    def __init__(self, values: Tuple):
+    def __init__(self, values: Tuple[Any, ...]):
         (self.key, self.kind, state, self.label, terminal, self.version, self.lease_owner,
          self.lease_expires, self.updated_at, self.entered_at) = values
         self.state = json.loads(state)
@@ -222,7 +222,7 @@ class JournalStore(Protocol):
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> None: ...
 
-    def query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple]: ...
+    def query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]: ...
 
     def load(self, key: str) -> Optional[Row]: ...
 
@@ -315,7 +315,7 @@ class SqlJournal(abc.ABC):
         with self._statements("writing") as db:
             db.execute(sql, tuple(args))
 
-    def query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple]:
+    def query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         """The rows of one read statement."""
         with self._statements("reading") as db:
             return [tuple(r) for r in db.execute(sql, tuple(args)).fetchall()]
@@ -356,9 +356,9 @@ class SqlJournal(abc.ABC):
                              (expires, key, owner))
             if cur.rowcount == 1:
                 return True
-            return db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ? "
-                              "AND NOT EXISTS (SELECT 1 FROM machines WHERE key = ?)",
-                              (expires, key, owner, key)).rowcount == 1
+            return bool(db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ? "
+                                   "AND NOT EXISTS (SELECT 1 FROM machines WHERE key = ?)",
+                                   (expires, key, owner, key)).rowcount == 1)
 
     def holds(self, key: str, owner: str) -> bool:
         with self._statements("reading") as db:
@@ -391,9 +391,9 @@ class SqlJournal(abc.ABC):
         """Ask the run holding ``key``'s lease to stop at its next step; False when ``holder``
         no longer holds it (finished, or taken over), so there is nobody to ask."""
         with self._statements("writing") as db:
-            return db.execute(
+            return bool(db.execute(
                 "UPDATE machines SET cancel_owner = ?, cancel_reason = ? WHERE key = ? AND lease_owner = ?",
-                (holder, reason or "cancel requested", key, holder)).rowcount == 1
+                (holder, reason or "cancel requested", key, holder)).rowcount == 1)
 
     def cancel_request(self, key: str, owner: str) -> Optional[str]:
         """The reason of a cancel addressed to ``owner`` on ``key``, else None (one primary-key

@@ -7,14 +7,14 @@ PostgreSQL journal, anything else the path of an SQLite journal. Both are a ``Jo
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_pg import PgJournal, is_dsn, scrub_dsn
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
 
 
-def open_journal(location: str, clock=None, tables: Sequence[str] = (),
+def open_journal(location: str, clock: Optional[Callable[[], float]] = None, tables: Sequence[str] = (),
                  password: Optional[str] = None) -> JournalStore:
     """The journal at ``location``. ``clock``: the time the caller's own rows are stamped with
     (default: the controller's on SQLite, the server's on PostgreSQL). ``password``: a

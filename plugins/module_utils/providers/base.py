@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
 # The tag/label every resource of a VM carries; observe, crash adoption and the
 # orphan sweep find resources by it.
@@ -120,14 +120,20 @@ class Status:
     ALL = (PENDING, RUNNING, STOPPING, STOPPED, TERMINATING, FAILED)
 
 
+_RecordT = TypeVar("_RecordT", bound="_Record")
+
+
 class _Record:
-    """JSON round-trip for the dataclasses below."""
+    """JSON round-trip for the dataclasses below (each subclass is a dataclass)."""
+
+    # Declared, never set here: @dataclass sets it on each subclass (what makes it a dataclass to a type checker).
+    __dataclass_fields__: ClassVar[Dict[str, "dataclasses.Field[Any]"]]
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]):
+    def from_dict(cls: Type[_RecordT], data: Dict[str, Any]) -> _RecordT:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -387,7 +393,7 @@ class Provider(abc.ABC):
     name = "abstract"
     # Options that are credentials: never journalled (the rest are, so that later steps
     # such as ``down`` reach the VM where it was made).
-    secret_options: tuple = ()
+    secret_options: Tuple[str, ...] = ()
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         self.options = dict(options or {})

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.tests.mutation.operators import Mutant, mutants_of, short
 
@@ -41,6 +41,10 @@ TIMEOUT = re.compile(r"Timeout \(>|\+ Timeout \+")
 # pytest's exit codes: 1 tests failed, 2 interrupted (a collection error: the mutant broke an import), 3 an
 # internal error (a hook or fixture the mutant broke); 4 and 5 (usage, no tests) are the runner's own errors.
 KILLED_CODES = (1, 2, 3)
+# pytest exits 4 when a conftest.py cannot be imported or a test module named by its id cannot be collected; the
+# baseline imported and collected them, so the mutant broke an import (a class that no longer builds, a name gone):
+# the tests fail.
+IMPORT_BROKEN = re.compile(r"ImportError while loading conftest|found no collectors for ")
 COVERAGE_BATCH = 20
 RUNNING: set = set()   # the pytest process groups now running, stopped with the runner
 DETECTED = ("killed", "timed out")
@@ -220,18 +224,31 @@ def measure(copy_root: pathlib.Path, targets: List[str], modules: List[str], has
     return made
 
 
+# A target's own tests where their names do not start with test_<its name>.
+OWN_TESTS = {"plugins/module_utils/providers/base.py": ("test_provider_",)}
+
+
+def own_test_prefixes(path: str) -> Tuple[str, ...]:
+    """The name prefixes of a target's own test modules: test_launch for launch.py (test_launch_edges.py, ...)."""
+    return ("test_" + pathlib.Path(path).stem,) + OWN_TESTS.get(path, ())
+
+
 def select(mutant: Mutant, cover: dict) -> List[str]:
     """The passing tests that ran the mutant's lines (for import-time code: the lines that use what it sets, else
     all of the file's), in the order to run them."""
     by_line = cover["lines"].get(mutant.path, {})
     chosen = {t for line in (mutant.uses or mutant.lines) for t in by_line.get(str(line), [])}
-    if not mutant.in_function and not chosen:   # used only at import time too, or nowhere in the file
-        chosen = {t for tests in by_line.values() for t in tests}
+    homes = own_test_prefixes(mutant.path)
+    if not mutant.in_function:
+        # Import-time code (a class's fields and defaults): its effect shows wherever the names are read, which
+        # the lines that mention them only approximate (and a test that only reads a class attribute runs no line
+        # of the file); the file's own tests always run too.
+        own = {t for t in cover["tests"] if pathlib.Path(t.split("::", 1)[0]).stem.startswith(homes)}
+        chosen |= own if chosen else own | {t for tests in by_line.values() for t in tests}
     results = cover["tests"]
     chosen = {t for t in chosen if results.get(t, {}).get("passed") and not results[t].get("skipped")}
     # By module: the file's own tests first (test_launch*.py for launch.py), then the modules with the most tests
     # that ran the line; the likeliest to notice first, so that -x stops soonest (and stages() can split them).
-    home = "test_" + pathlib.Path(mutant.path).stem
     per_module: Dict[str, int] = {}
     for test in chosen:
         module = test.split("::", 1)[0]
@@ -239,7 +256,7 @@ def select(mutant: Mutant, cover: dict) -> List[str]:
 
     def order(test):
         module = test.split("::", 1)[0]
-        return (not pathlib.Path(module).stem.startswith(home), -per_module[module], module, results[test]["duration"], test)
+        return (not pathlib.Path(module).stem.startswith(homes), -per_module[module], module, results[test]["duration"], test)
     return sorted(chosen, key=order)
 
 
@@ -289,7 +306,7 @@ class Worker:
             result["status"] = "timed out"
         elif code == 0:
             result["status"] = "survived"
-        elif code in KILLED_CODES:
+        elif code in KILLED_CODES or (code == 4 and IMPORT_BROKEN.search(log)):
             result["status"] = "killed"
         else:
             result["status"] = "error"

@@ -97,6 +97,12 @@ def _past_reason(facts: VmFacts, when: int, cause: str, now: float) -> str:
     return "past its expiry, %s" % _when(when, now)
 
 
+def _gone(facts: VmFacts, found: Optional[Tuple[int, str]], now: float) -> ReapDecision:
+    if (found is not None and now >= found[0]) or facts.state == EXPIRED:
+        return ReapDecision(REAP, "expired (gone from the cloud): removes what remains", 0.0, True)
+    return ReapDecision(KEEP, "gone from the cloud before its deadline: status reports it, down removes what remains", 0.0)
+
+
 def _stopped(facts: VmFacts, found: Optional[Tuple[int, str]], now: float) -> ReapDecision:
     saved = facts.stopped_price_per_hour
     if found is not None and now >= found[0]:
@@ -109,32 +115,34 @@ def _stopped(facts: VmFacts, found: Optional[Tuple[int, str]], now: float) -> Re
     return ReapDecision(KEEP, "stopped, not by its limits (no deadline passed, no idle_stop): left as it is", None)
 
 
+def _billing(facts: VmFacts, found: Optional[Tuple[int, str]], now: float) -> ReapDecision:
+    # Running, booting, or not looked at: taken as billing its price.
+    leaked = "leaked, and " if facts.state == LEAKED else ""
+    if found is None:
+        if facts.limits.max_spend_usd is not None and facts.price_per_hour is None:
+            return ReapDecision(KEEP, "%smax_spend %s cannot be enforced: the cloud reports no price for it"
+                                % (leaked, money.usd(facts.limits.max_spend_usd)), None)
+        return ReapDecision(KEEP, "%sno deadline" % leaked, facts.price_per_hour)
+    when, cause = found
+    if now >= when:
+        return ReapDecision(REAP, leaked + _past_reason(facts, when, cause, now), facts.price_per_hour)
+    what = "expires"
+    if cause == lim.CAUSE_MAX_SPEND:
+        what = "reaches its spend cap %s" % money.usd(facts.limits.max_spend_usd or 0)
+    action = WARN if when - now <= WARN_WITHIN_S else KEEP
+    return ReapDecision(action, "%s%s %s" % (leaked, what, _when(when, now)), facts.price_per_hour)
+
+
 def decide(facts: VmFacts, now: float) -> ReapDecision:
     """The reap decision for one VM at ``now`` (the rules in this module's docstring)."""
     if facts.state not in UP_STATES:
         return ReapDecision(KEEP, "not up (journalled %s): nothing to reap" % (facts.state,), None)
     found = lim.deadline_and_cause(facts.limits, facts.up_since, facts.price_per_hour)
-    past = found is not None and now >= found[0]
     if facts.observed == ABSENT:
-        if past or facts.state == EXPIRED:
-            return ReapDecision(REAP, "expired (gone from the cloud): removes what remains", 0.0, True)
-        return ReapDecision(KEEP, "gone from the cloud before its deadline: status reports it, down removes what remains", 0.0)
+        return _gone(facts, found, now)
     if facts.observed == STOPPED:
         return _stopped(facts, found, now)
-    leaked = "leaked, and " if facts.state == LEAKED else ""
-    if found is not None:
-        when, cause = found
-        if now >= when:
-            return ReapDecision(REAP, leaked + _past_reason(facts, when, cause, now), facts.price_per_hour)
-        what = "reaches its spend cap %s" % money.usd(facts.limits.max_spend_usd or 0) if cause == lim.CAUSE_MAX_SPEND \
-            else "expires"
-        if when - now <= WARN_WITHIN_S:
-            return ReapDecision(WARN, "%s%s %s" % (leaked, what, _when(when, now)), facts.price_per_hour)
-        return ReapDecision(KEEP, "%s%s %s" % (leaked, what, _when(when, now)), facts.price_per_hour)
-    if facts.limits.max_spend_usd is not None and facts.price_per_hour is None:
-        return ReapDecision(KEEP, "%smax_spend %s cannot be enforced: the cloud reports no price for it"
-                            % (leaked, money.usd(facts.limits.max_spend_usd)), None)
-    return ReapDecision(KEEP, "%sno deadline" % leaked, facts.price_per_hour)
+    return _billing(facts, found, now)
 
 
 # --- idle -------------------------------------------------------------------------------------------------------------
@@ -150,9 +158,11 @@ class IdleProbe:
 
     @property
     def busy(self) -> bool:
+        """Anything in use (an unknown count is not)."""
         return any(count for count in (self.ssh_sessions, self.gpu_processes, self.gpu_pods) if count)
 
     def describe(self) -> str:
+        """``ssh 0, gpu processes 1, gpu pods -`` (``-``: not counted)."""
         def shown(count: Optional[int]) -> str:
             return "-" if count is None else str(count)
         return "ssh %d, gpu processes %s, gpu pods %s" % (self.ssh_sessions, shown(self.gpu_processes), shown(self.gpu_pods))

@@ -69,9 +69,11 @@ class Limits:
 
     @property
     def empty(self) -> bool:
+        """No limit at all."""
         return self.expires_at is None and self.idle_stop_s is None and self.max_spend_usd is None
 
     def to_dict(self) -> Dict[str, Any]:
+        """The record as journalled (JSON-ready)."""
         return dataclasses.asdict(self)
 
     @classmethod

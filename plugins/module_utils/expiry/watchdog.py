@@ -287,7 +287,7 @@ def watchdog_boot_part(limits: Limits, grace_s: int = DEFAULT_GRACE_S, price_per
     ``up_since`` is the boot script's clock until the controller writes the journalled one. A failed install is
     said on stderr and does not fail the boot script (the k3s install after it still runs)."""
     if any(line == _HEREDOC_END for line in WATCHDOG_SCRIPT.splitlines()):
-        raise AssertionError("the watchdog script holds its own heredoc delimiter")
+        raise RuntimeError("the watchdog script holds its own heredoc delimiter %s on a line" % _HEREDOC_END)
     grace_s, interval_s = int(grace_s), max(1, int(interval_s))
     lines = _limits_lines(limits, price_per_hour, "$(date +%s)") + ["grace=%d" % grace_s, "interval=%d" % interval_s]
     limits_words = " ".join('"%s"' % line for line in lines)

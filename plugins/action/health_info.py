@@ -40,7 +40,7 @@ class ActionModule(ActionBase):
             from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
         except ImportError as exc:
-            raise AnsibleActionFail("gpuprov.cloud.health_info cannot load its controller code: %s" % missing_import(exc))
+            raise AnsibleActionFail("gpuprov.cloud.health_info cannot load its controller code: %s" % missing_import(exc)) from exc
         # Read-only in every mode: check mode runs the same checks.
         result["changed"] = False
         try:

@@ -31,7 +31,7 @@ class ActionModule(ActionBase):
         try:
             from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
         except ImportError as exc:
-            raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller code: %s" % missing_import(exc))
+            raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller code: %s" % missing_import(exc)) from exc
         validation, params = self.validate_argument_spec(argument_spec=validation_spec(sweep.ORPHANS_ARGUMENT_SPEC))
         # The no_log values and a journal DSN's password: hidden in every progress line and the result.
         hidden = Hidden(params, validation._no_log_values)

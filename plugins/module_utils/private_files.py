@@ -53,13 +53,13 @@ def make_private_dirs(path: str, mode: int = 0o700) -> List[str]:
         except FileExistsError:
             if os.path.isdir(level):
                 continue  # made by a concurrent run: theirs, keep its mode
-            raise PrivateFileError("create directory", level, OSError(errno.ENOTDIR, "exists and is not a directory"))
+            raise PrivateFileError("create directory", level, OSError(errno.ENOTDIR, "exists and is not a directory")) from None
         except OSError as exc:
-            raise PrivateFileError("create directory", level, exc)
+            raise PrivateFileError("create directory", level, exc) from exc
         try:
             os.chmod(level, mode)
         except OSError as exc:
-            raise PrivateFileError("set the mode of", level, exc)
+            raise PrivateFileError("set the mode of", level, exc) from exc
         created.append(level)
     return created
 
@@ -81,7 +81,7 @@ def write_private(path: str, data: Union[bytes, str]) -> bool:
     try:
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".gpuprov-")
     except OSError as exc:
-        raise PrivateFileError("write", path, exc)
+        raise PrivateFileError("write", path, exc) from exc
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -93,7 +93,7 @@ def write_private(path: str, data: Union[bytes, str]) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise PrivateFileError("write", path, exc)
+            raise PrivateFileError("write", path, exc) from exc
         raise
     return True
 
@@ -105,7 +105,7 @@ def remove_private(path: str) -> bool:
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise PrivateFileError("remove", path, exc)
+        raise PrivateFileError("remove", path, exc) from exc
     return True
 
 
@@ -116,7 +116,7 @@ def locked(path: str):
     try:
         fd = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise PrivateFileError("lock", path, exc)
+        raise PrivateFileError("lock", path, exc) from exc
     with os.fdopen(fd, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -74,7 +74,7 @@ class Request:
         try:
             return json.loads(self.body.decode())
         except (UnicodeDecodeError, ValueError) as exc:
-            raise BadJson(str(exc))
+            raise BadJson(str(exc)) from exc
 
     def arg(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The first value of a query parameter."""

@@ -382,7 +382,7 @@ class NebiusGrpcFake:
         try:
             start = int(request.page_token or 0)
         except ValueError:
-            raise self._invalid("page_token", "not a token this list gave")
+            raise self._invalid("page_token", "not a token this list gave") from None
         size = int(request.page_size or 0) or self.page_size or len(items) or 1
         if self.ignore_paging:
             return items[:size], str(size)

@@ -46,7 +46,7 @@ def for_vm(k3s_yaml: str, name: str, server: str) -> Dict[str, Any]:
     try:
         source = yaml.safe_load(k3s_yaml)
     except yaml.YAMLError as exc:
-        raise KubeconfigError("k3s.yaml is not YAML: %s" % exc)
+        raise KubeconfigError("k3s.yaml is not YAML: %s" % exc) from exc
     if not isinstance(source, dict):
         raise KubeconfigError("k3s.yaml is not a kubeconfig (no mapping at the top)")
     cluster = copy.deepcopy(_one(source.get("clusters"), "cluster").get("cluster") or {})
@@ -81,7 +81,7 @@ def load_file(path: str) -> Optional[Dict[str, Any]]:
     try:
         data = yaml.safe_load(text) if text.strip() else {}
     except yaml.YAMLError as exc:
-        raise KubeconfigError("%s is not YAML (%s); fix or move it, or leave the merge off" % (path, exc))
+        raise KubeconfigError("%s is not YAML (%s); fix or move it, or leave the merge off" % (path, exc)) from exc
     if not isinstance(data, dict):
         raise KubeconfigError("%s is not a kubeconfig (no mapping at the top)" % path)
     return data
@@ -128,7 +128,7 @@ def _read_record(path: str) -> Dict[str, Dict[str, List[str]]]:
             data = json.load(handle)
         except ValueError as exc:
             raise KubeconfigError("%s is not JSON (%s); move it away (it lists the kubeconfigs gpuprov wrote)"
-                                  % (path, exc))
+                                  % (path, exc)) from exc
     return data if isinstance(data, dict) else {}
 
 

@@ -43,7 +43,7 @@ def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
     try:
         journal = projection.open_journal(journal_location(journal_path), password=password)
     except JournalError as exc:
-        raise StageError(str(exc))
+        raise StageError(str(exc)) from exc
     try:
         row = journal.load(name)
         vm = projection.vm(journal, name)
@@ -53,7 +53,7 @@ def record(journal_path: Optional[str], name: str, stage: str, note: str = "",
         try:
             journal.acquire(name, owner, lease_ttl)
         except LeaseHeld as exc:
-            raise StageError("cannot record the k3s stage: %s" % exc)
+            raise StageError("cannot record the k3s stage: %s" % exc) from exc
         try:
             text = label(stage)
             journal.note(name, owner, row.version, text, note, event=STAGE_EVENT)

@@ -272,14 +272,14 @@ class ApiClient:
             sock = socket.create_connection(self.connect_to, timeout=self.timeout)
         except OSError as exc:
             host, port = self.connect_to
-            raise ApiError("cannot connect to %s:%d: %s" % (host, port, exc.strerror or exc))
+            raise ApiError("cannot connect to %s:%d: %s" % (host, port, exc.strerror or exc)) from exc
         try:
             try:
                 tls = self.context.wrap_socket(sock, server_hostname=self.host)
             except ssl.SSLCertVerificationError as exc:
-                raise ApiError("TLS verification of %s failed: %s" % (self.server, exc.verify_message or exc))
+                raise ApiError("TLS verification of %s failed: %s" % (self.server, exc.verify_message or exc)) from exc
             except (ssl.SSLError, OSError) as exc:
-                raise ApiError("TLS handshake with %s failed: %s" % (self.server, exc))
+                raise ApiError("TLS handshake with %s failed: %s" % (self.server, exc)) from exc
             self.peer_sans = list((tls.getpeercert() or {}).get("subjectAltName") or [])
             conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             conn.sock = tls
@@ -291,7 +291,7 @@ class ApiClient:
                 response = conn.getresponse()
                 body = response.read()
             except (http.client.HTTPException, OSError) as exc:
-                raise ApiError("GET %s via %s: %s" % (path, self.server, exc))
+                raise ApiError("GET %s via %s: %s" % (path, self.server, exc)) from exc
             finally:
                 conn.close()
         finally:

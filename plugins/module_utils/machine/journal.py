@@ -99,5 +99,5 @@ class Journal(JournalFile, SqlJournal):
                     for statement in missing_tables(db, wanted):   # again, under the write lock
                         db.execute(statement)
         except sqlite3.Error as exc:
-            raise self._database_error(exc)
+            raise self._database_error(exc) from exc
         self._tables += tuple(wanted)

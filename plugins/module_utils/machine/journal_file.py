@@ -147,7 +147,7 @@ class JournalFile:
             try:
                 db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             except sqlite3.Error as exc:
-                raise self._database_error(exc)
+                raise self._database_error(exc) from exc
             self._remember()
         try:
             self._prepare(db)
@@ -176,15 +176,15 @@ class JournalFile:
                 if os.path.isdir(folder):
                     continue   # made by a concurrent run
                 raise JournalError("journal: cannot create %s: %s exists and is not a directory; set journal (or "
-                                   "GPUPROV_JOURNAL) to a writable path" % (self.path, folder))
+                                   "GPUPROV_JOURNAL) to a writable path" % (self.path, folder)) from None
             except OSError as exc:
                 above = os.path.dirname(folder)
                 if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                     raise JournalError("journal: cannot create %s: directory %s is not writable (%s); make it "
                                        "writable or set journal (or GPUPROV_JOURNAL) to a writable path"
-                                       % (self.path, above, exc.strerror))
+                                       % (self.path, above, exc.strerror)) from exc
                 raise JournalError("journal: cannot create %s: creating %s failed (%s); set journal (or "
-                                   "GPUPROV_JOURNAL) to a writable path" % (self.path, folder, exc.strerror or exc))
+                                   "GPUPROV_JOURNAL) to a writable path" % (self.path, folder, exc.strerror or exc)) from exc
             os.chmod(folder, 0o700)   # mkdir's mode is filtered by the umask
 
     def _identify(self) -> None:
@@ -195,7 +195,7 @@ class JournalFile:
         except FileNotFoundError:
             info = self._create_file()
         except OSError as exc:
-            raise JournalError("journal: cannot inspect %s (%s); %s" % (self.path, exc.strerror or exc, _ELSEWHERE))
+            raise JournalError("journal: cannot inspect %s (%s); %s" % (self.path, exc.strerror or exc, _ELSEWHERE)) from exc
         if not stat.S_ISREG(info.st_mode):
             raise JournalError("journal: %s is not a file; set journal (or GPUPROV_JOURNAL) to a file path"
                                % self.path)
@@ -239,7 +239,7 @@ class JournalFile:
         try:
             return os.stat(self.path)
         except OSError as exc:
-            raise JournalError("journal: cannot inspect %s (%s); %s" % (self.path, exc.strerror or exc, _ELSEWHERE))
+            raise JournalError("journal: cannot inspect %s (%s); %s" % (self.path, exc.strerror or exc, _ELSEWHERE)) from exc
 
     def _create_private(self, path: str, exist_ok: bool = False) -> None:
         """An empty file at ``path``, 0600 whatever the umask, before SQLite touches it."""
@@ -248,15 +248,15 @@ class JournalFile:
         except FileExistsError:
             if exist_ok:
                 return
-            raise JournalError("journal: cannot create %s: %s already exists; %s" % (self.path, path, _ELSEWHERE))
+            raise JournalError("journal: cannot create %s: %s already exists; %s" % (self.path, path, _ELSEWHERE)) from None
         except OSError as exc:
             folder = os.path.dirname(self.path)
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise JournalError("journal: cannot create %s: directory %s is not writable (%s); make it writable "
                                    "or set journal (or GPUPROV_JOURNAL) to a writable path"
-                                   % (self.path, folder, exc.strerror))
+                                   % (self.path, folder, exc.strerror)) from exc
             raise JournalError("journal: cannot create %s (%s); set journal (or GPUPROV_JOURNAL) to a writable path"
-                               % (self.path, exc.strerror or exc))
+                               % (self.path, exc.strerror or exc)) from exc
         try:
             os.fchmod(handle, 0o600)
         finally:
@@ -272,14 +272,14 @@ class JournalFile:
             finally:
                 db.close()
         except sqlite3.Error as exc:
-            raise self._database_error(exc)
+            raise self._database_error(exc) from exc
 
     def _read_header(self) -> bytes:
         try:
             handle = os.open(self.path, os.O_RDONLY)
         except OSError as exc:
             raise JournalError("journal: %s is not readable by this user (%s); fix its permissions or %s"
-                               % (self.path, exc.strerror or exc, _ELSEWHERE))
+                               % (self.path, exc.strerror or exc, _ELSEWHERE)) from exc
         try:
             return os.read(handle, _HEADER_SIZE)
         finally:
@@ -316,12 +316,12 @@ class JournalFile:
             db = sqlite3.connect("file:%s?%s" % (quote(self.path), flags), uri=True, timeout=30.0,
                                  isolation_level=None)
         except sqlite3.Error as exc:
-            raise self._database_error(exc)
+            raise self._database_error(exc) from exc
         try:
             with _Snapshot(db):
                 return self._classify(db)
         except sqlite3.Error as exc:
-            raise self._database_error(exc)
+            raise self._database_error(exc) from exc
         finally:
             db.close()
 
@@ -367,7 +367,7 @@ class JournalFile:
                 os.chmod(self.path, 0o600)
             except OSError as exc:
                 raise JournalError("journal: cannot restrict %s to mode 0600 (%s); it must belong to this user; "
-                                   "fix its owner or %s" % (self.path, exc.strerror or exc, _ELSEWHERE))
+                                   "fix its owner or %s" % (self.path, exc.strerror or exc, _ELSEWHERE)) from exc
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         """Initialise an empty file or migrate schema 1 (one transaction each); learn the journal id."""
@@ -397,7 +397,7 @@ class JournalFile:
             db.execute("PRAGMA synchronous=FULL")
             self._journal_id = _stored_journal_id(db)
         except sqlite3.Error as exc:
-            raise self._database_error(exc)
+            raise self._database_error(exc) from exc
 
     def _database_error(self, exc: sqlite3.Error) -> JournalError:
         text = str(exc)

@@ -176,7 +176,7 @@ class PgJournal(SqlJournal):
             self._conn = _psycopg().connect(self._dsn, autocommit=True, connect_timeout=10,
                                             application_name="gpuprov", **extra)
         except _psycopg().Error as exc:
-            raise self._error(exc, "connecting")
+            raise self._error(exc, "connecting") from exc
 
     def _connection(self) -> Any:
         """The connection, made again if the server dropped it (a restart): the call that saw
@@ -200,7 +200,7 @@ class PgJournal(SqlJournal):
         try:
             yield _TranslatingConnection(self._connection())
         except _psycopg().Error as exc:
-            raise self._error(exc, doing)
+            raise self._error(exc, doing) from exc
 
     @contextlib.contextmanager
     def _transaction(self, doing: str) -> Iterator[_TranslatingConnection]:

@@ -60,7 +60,7 @@ def cidr_list(cidrs: Iterable[Any]) -> List[str]:
         try:
             found.add(str(ipaddress.ip_network(str(cidr).strip(), strict=False)))
         except ValueError:
-            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,))
+            raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: %r is not a CIDR" % (cidr,)) from None
     return sorted(found)
 
 

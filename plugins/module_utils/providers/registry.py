@@ -96,5 +96,5 @@ def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None,
         module = importlib.import_module(module_path)
     except ImportError as exc:
         raise ProviderError(ErrorKind.INVALID_REQUEST, "clouds: the %s adapter cannot load (%s). %s"
-                            % (cloud, exc, missing_import(exc, cloud)))
+                            % (cloud, exc, missing_import(exc, cloud))) from exc
     return getattr(module, class_name)(options, journal_id=journal_id)

@@ -204,7 +204,7 @@ class DockerProvider(TypedOptionsProvider):
                 else:
                     self._docker = docker.from_env(timeout=self.timeout)
             except Exception as exc:  # classified: the SDK wraps connection errors
-                raise self._classify(exc, primitive)
+                raise self._classify(exc, primitive) from exc
         return self._docker
 
     def _classify(self, exc: BaseException, primitive: str, what: str = "") -> ProviderError:
@@ -295,7 +295,7 @@ class DockerProvider(TypedOptionsProvider):
         try:
             info = self._client("plan").info()
         except Exception as exc:
-            raise self._classify(exc, "plan")
+            raise self._classify(exc, "plan") from exc
         runtimes = sorted((info.get("Runtimes") or {}).keys())
         has_gpu = "nvidia" in runtimes or info.get("DefaultRuntime") == "nvidia"
         offer = Offer(
@@ -332,15 +332,15 @@ class DockerProvider(TypedOptionsProvider):
                     "base_image: the image %r does not exist on the Docker engine at %s; build it "
                     "offline with scripts/build-base-image.sh (from the collection) or set the "
                     "docker cloud's base_image option to an image with openssh-server"
-                    % (self.base_image, self._where()))
-            raise self._classify(exc, "prepare", "base_image %r" % self.base_image)
+                    % (self.base_image, self._where())) from exc
+            raise self._classify(exc, "prepare", "base_image %r" % self.base_image) from exc
         tag = self.image or default_image_tag(base.id)
         try:
             image = client.images.get(tag)
             return {"image": tag, "image_id": image.id, "base_image": self.base_image, "built": False}
         except Exception as exc:
             if not isinstance(exc, docker_errors.ImageNotFound):
-                raise self._classify(exc, "prepare", "image %r" % tag)
+                raise self._classify(exc, "prepare", "image %r" % tag) from exc
         try:
             # One engine request. The engine tags the image only once the build succeeded, and
             # cancels the build when this client goes away, so a crash here leaves either no
@@ -360,8 +360,8 @@ class DockerProvider(TypedOptionsProvider):
                 raise ProviderError(
                     ErrorKind.FAILED,
                     "building the sshd image %s FROM %s failed: %s\n--- last lines of the build log ---\n%s"
-                    % (tag, self.base_image, exc.msg, _last_lines(log)))
-            raise self._classify(exc, "prepare", "building the sshd image %s" % tag)
+                    % (tag, self.base_image, exc.msg, _last_lines(log))) from exc
+            raise self._classify(exc, "prepare", "building the sshd image %s" % tag) from exc
         return {"image": tag, "image_id": image.id, "base_image": self.base_image, "built": True}
 
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
@@ -400,13 +400,13 @@ class DockerProvider(TypedOptionsProvider):
         except Exception as exc:
             if isinstance(exc, docker_errors.ImageNotFound):
                 raise ProviderError(
-                    ErrorKind.FAILED, "create: the sshd image %s is gone from the engine (re-run prepare)" % image)
+                    ErrorKind.FAILED, "create: the sshd image %s is gone from the engine (re-run prepare)" % image) from exc
             if isinstance(exc, docker_errors.APIError) and exc.status_code == 409:
                 raise ProviderError(
                     ErrorKind.TRANSIENT,
                     "create: a container named %s already exists (an earlier attempt); re-observe to adopt it: %s"
-                    % (name, exc.explanation))
-            raise self._classify(exc, "create", "container %s" % name)
+                    % (name, exc.explanation)) from exc
+            raise self._classify(exc, "create", "container %s" % name) from exc
         try:
             container.put_archive(FILES_DIR, _tar(files, modes))
             container.start()
@@ -419,7 +419,7 @@ class DockerProvider(TypedOptionsProvider):
                 container.remove(force=True, v=True)
             except Exception:  # best effort; reported through the original error
                 pass
-            raise error
+            raise error from exc
         return container.id
 
     def _endpoint(self, summary: Dict[str, Any]) -> Optional[SshEndpoint]:
@@ -465,7 +465,7 @@ class DockerProvider(TypedOptionsProvider):
             rows = self._client("observe").api.containers(
                 all=True, filters={"label": "%s=%s" % (VM_NAME_TAG, vm_name)})
         except Exception as exc:
-            raise self._classify(exc, "observe")
+            raise self._classify(exc, "observe") from exc
         found = []
         for row in rows:
             status, reason = self._status(row)
@@ -486,7 +486,7 @@ class DockerProvider(TypedOptionsProvider):
             except Exception as exc:
                 if isinstance(exc, docker_errors.NotFound):
                     continue  # already gone: success
-                raise self._classify(exc, "delete", "container %s" % instance_id)
+                raise self._classify(exc, "delete", "container %s" % instance_id) from exc
             owner = ((info.get("Config") or {}).get("Labels") or {}).get(VM_NAME_TAG)
             if owner != vm_name:
                 raise ProviderError(
@@ -501,7 +501,7 @@ class DockerProvider(TypedOptionsProvider):
                 if isinstance(exc, docker_errors.APIError) and exc.status_code == 409 \
                         and "already in progress" in str(exc.explanation or ""):
                     continue  # a removal is under way: deletion requested
-                raise self._classify(exc, "delete", "container %s" % instance_id)
+                raise self._classify(exc, "delete", "container %s" % instance_id) from exc
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         """No per-VM side resources: the images are shared by every VM and stay."""
@@ -519,7 +519,7 @@ class DockerProvider(TypedOptionsProvider):
         try:
             rows = self._client("observe").api.containers(all=True, filters={"label": VM_NAME_TAG})
         except Exception as exc:
-            raise self._classify(exc, "list_owned")
+            raise self._classify(exc, "list_owned") from exc
         found = []
         for row in rows:
             labels = row.get("Labels") or {}

@@ -47,7 +47,7 @@ def diagnose(provider: DockerProvider, location: Location, vm_name: str) -> Dict
             if isinstance(exc, docker_errors.NotFound):
                 findings.append("%s: removed while being diagnosed" % short)
                 continue
-            raise provider._classify(exc, "diagnose", "container %s" % short)
+            raise provider._classify(exc, "diagnose", "container %s" % short) from exc
         state = info.get("State") or {}
         health = state.get("Health") or {}
         health_log = health.get("Log") or []

@@ -267,7 +267,7 @@ class HyperstackProvider(TypedOptionsProvider):
                 # The environment went between our listing and the import (another VM's cleanup
                 # found it empty): a retried prepare makes it again.
                 raise ProviderError(ErrorKind.TRANSIENT, "hyperstack environment %s went while its SSH key was "
-                                    "imported (%s); prepare again" % (environment, err.msg))
+                                    "imported (%s); prepare again" % (environment, err.msg)) from err
             if err.status != 409 and err.code != ALREADY_EXIST:
                 raise
         return name

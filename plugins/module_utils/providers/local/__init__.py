@@ -334,7 +334,7 @@ class LocalProvider(TypedOptionsProvider):
             pid = int(done.stdout.decode().strip() or 0)
         except (OSError, ValueError) as exc:
             # sshd may or may not run: observe finds out from /proc.
-            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc)
+            raise ProviderError(ErrorKind.TRANSIENT, "starting sshd: %s" % exc) from exc
         if done.returncode != 0 or pid <= 0:
             _touch(os.path.join(folder, DELETED))  # nothing runs: mark it so observe does not report it
             raise ProviderError(ErrorKind.FAILED, "could not start sshd: %s"
@@ -426,7 +426,7 @@ class LocalProvider(TypedOptionsProvider):
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return []
-            raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
+            raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc)) from exc
         scan = _ProcessScan()
         found = []
         for instance_id in entries:
@@ -455,7 +455,7 @@ class LocalProvider(TypedOptionsProvider):
                     except ProcessLookupError:
                         pass
                     except OSError as exc:
-                        raise ProviderError(ErrorKind.TRANSIENT, "stopping sshd %d: %s" % (pid, exc))
+                        raise ProviderError(ErrorKind.TRANSIENT, "stopping sshd %d: %s" % (pid, exc)) from exc
             # Marked only once signalled: an interrupted delete leaves a Running (or Failed)
             # instance that the next delete stops, never a "Terminating" one nobody stops.
             _touch(os.path.join(folder, DELETED))
@@ -493,7 +493,7 @@ class LocalProvider(TypedOptionsProvider):
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return []
-            raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (self.root, exc))
+            raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (self.root, exc)) from exc
         folders = []
         for vm_name in names:
             vm_dir = os.path.join(self.root, vm_name)
@@ -501,7 +501,7 @@ class LocalProvider(TypedOptionsProvider):
                 try:
                     folders.extend(os.path.join(vm_dir, entry) for entry in sorted(os.listdir(vm_dir)))
                 except OSError as exc:
-                    raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc))
+                    raise ProviderError(ErrorKind.TRANSIENT, "reading %s: %s" % (vm_dir, exc)) from exc
         return folders
 
     def list_owned(self, location: Location) -> List[Owned]:

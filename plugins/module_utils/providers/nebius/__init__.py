@@ -147,7 +147,7 @@ class NebiusProvider(TypedOptionsProvider):
             try:
                 self._sdk = SDK(user_agent_prefix=USER_AGENT, **kwargs)
             except Exception as exc:  # noqa: BLE001 - an unreadable key file, a bad endpoint: classified
-                raise NebiusError(ErrorKind.CREDENTIALS, "nebius SDK: %s: %s" % (type(exc).__name__, exc))
+                raise NebiusError(ErrorKind.CREDENTIALS, "nebius SDK: %s: %s" % (type(exc).__name__, exc)) from exc
         return self._sdk
 
     def _call(self, what: str, client: type, method: str, request: Any, metadata: Any = None) -> Any:

@@ -464,7 +464,7 @@ def select(points: List[Point], mode: str) -> List[Point]:
     else:
         seen = set()
         chosen = []
-        for point, klass in zip(points, classes(points)):
+        for point, klass in zip(points, classes(points), strict=True):
             if klass not in seen:
                 seen.add(klass)
                 chosen.append(point)
@@ -653,11 +653,11 @@ def render(results: Dict[str, Dict[str, object]]) -> str:
         for phase in PHASES:
             points = results[cloud]["points"].get(phase, [])
             by_class: Dict[int, Outcome] = {}
-            for point, klass in zip(points, classes(points)):
+            for point, klass in zip(points, classes(points), strict=True):
                 if (phase, point.name) in checked:
                     by_class.setdefault(klass, checked[(phase, point.name)])
             after = None
-            for point, klass in zip(points, classes(points)):
+            for point, klass in zip(points, classes(points), strict=True):
                 key = (phase, point.name)
                 if key not in rows:
                     # keep every cloud's trace order: a row of one cloud only goes after its predecessor

@@ -503,7 +503,7 @@ class World:
     def assert_clean(self, keep: Optional[str] = None) -> None:
         """Nothing of the VM is left anywhere, besides instance ``keep`` (and its location's
         side resource)."""
-        left = {c: l for c, l in self.leaks(keep).items() if l["instances"] or l["side"]}
+        left = {c: leak for c, leak in self.leaks(keep).items() if leak["instances"] or leak["side"]}
         assert not left, "resources left behind: %r" % left
 
 

@@ -113,7 +113,7 @@ def test_twenty_names_into_one_journal(local):
     took = time.monotonic() - started
     print("\n20 provisions of 20 names into one journal: %.0f s" % took)
     _never(runs)
-    failed = {vm: run.failure() for vm, run in zip(names, runs) if run.rc != 0}
+    failed = {vm: run.failure() for vm, run in zip(names, runs, strict=True) if run.rc != 0}
     assert not failed, failed
     cloud = harness.LocalCloud()
     counts = {vm: len(cloud.instances(local, vm)) for vm in names}
@@ -172,7 +172,7 @@ def _race(sandbox: harness.Sandbox, index: int, pause) -> dict:
     down_reader.start()
     if pause:
         # Let the provision go once down is at work on the VM (it printed progress) or done.
-        while down_proc.poll() is None and not any(l.startswith("gpuprov [%s" % vm) for l in list(down_lines)):
+        while down_proc.poll() is None and not any(line.startswith("gpuprov [%s" % vm) for line in list(down_lines)):
             time.sleep(0.05)
         time.sleep(0.5)
         (points / "resume").write_text("")

@@ -61,7 +61,7 @@ class Play:
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
         recap = {m.group(1): dict(zip(("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"),
-                                      map(int, m.groups()[1:]))) for m in RECAP.finditer(proc.stdout)}
+                                      map(int, m.groups()[1:]), strict=True)) for m in RECAP.finditer(proc.stdout)}
         saved = json.loads(self.out.read_text()) if self.out.exists() else None
         assert "Traceback" not in proc.stdout and "MODULE FAILURE" not in proc.stdout, proc.stdout[-6000:]
         return proc, recap.get("localhost"), saved

@@ -286,7 +286,7 @@ class _Collector:
                 if flipped:
                     new = ast.Compare(node.left, node.ops[:i] + [flipped()] + node.ops[i + 1:], node.comparators)
                     self._record("compare", node, parent, new)
-            for i, (op, right) in enumerate(zip(node.ops, node.comparators)):
+            for op, right in zip(node.ops, node.comparators, strict=True):
                 if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.Set, ast.List)) \
                         and len(right.elts) > 1:
                     for element in list(right.elts):
@@ -339,7 +339,8 @@ def _is_none(node: Optional[ast.AST]) -> bool:
 def mutants_of(path: str, source: str) -> List[Mutant]:
     """Every mutant of ``source`` (the text of ``path``, relative to the repository root), in source order."""
     collector = _Collector(path, source)
-    for collector.top, stmt in enumerate(collector.tree.body):
+    for top, stmt in enumerate(collector.tree.body):
+        collector.top = top
         collector.visit(stmt, collector.tree)
     mutants = sorted(collector.mutants, key=lambda m: (m.span, m.operator, m.after))
     seen: dict = {}

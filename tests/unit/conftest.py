@@ -8,6 +8,7 @@ clock     a FakeClock at 1000.0 s: time moves only when a test or an injected wa
 jpath     the SQLite journal's path, state/journal.sqlite under tmp_path (the folder is not made yet)
 journals  opens SQLite journals on jpath with the fake clock, each one its own connection
 journal   one such journal
+aws       the AWS adapter on moto's EC2 server (a fresh account) with journal id AWS_JOURNAL_ID, and an EC2 client
 
 A file that needs more defines a fixture of the same name that asks for the shared one
 (``def home(home): ...``): it gets this one and adds its own setup or teardown, said there.
@@ -66,3 +67,24 @@ def journals(jpath, clock):
 def journal(journals):
     """One machine journal on jpath with the fake clock, closed at the end."""
     return journals()
+
+
+# The journal id the ``aws`` fixture's adapter tags with.
+AWS_JOURNAL_ID = "0123456789abcdef"
+
+
+@pytest.fixture
+def aws():
+    """(the AWS adapter, a boto3 EC2 client of us-east-1) on the shared moto server (tests/fakes/moto_ec2.py), in an
+    account of the test's own, cleared at the end; skipped without boto3 and moto."""
+    pytest.importorskip("boto3")
+    pytest.importorskip("moto")
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider
+    from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2
+    fake = moto_ec2.shared_server()
+    creds = fake.new_account()
+    provider = AwsProvider(dict(creds, endpoint_url=fake.endpoint_url, allowed_cidrs=["203.0.113.7/32"],
+                                ami_name_filter="Deep Learning AMI Ubuntu Linux*", controller_ip_url=""),
+                           journal_id=AWS_JOURNAL_ID)
+    yield provider, fake.client("ec2", "us-east-1", creds)
+    fake.clear(account=creds["aws_access_key_id"])

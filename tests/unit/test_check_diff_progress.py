@@ -45,7 +45,7 @@ def test_a_300_s_ssh_wait_gets_a_heartbeat_at_least_every_15_s_with_elapsed_time
     clock.now += 3
     _ssh_wait(printer, clock, 300)
     elapsed = _elapsed(lines)
-    gaps = [b - a for a, b in zip([0.0] + elapsed, elapsed + [clock.now - 1000.0])]
+    gaps = [b - a for a, b in zip([0.0] + elapsed, elapsed + [clock.now - 1000.0], strict=True)]
     assert max(gaps) <= 15.0, lines
     heartbeats = [line for line in lines if "still Connecting" in line]
     assert len(heartbeats) >= 300 // 15, lines

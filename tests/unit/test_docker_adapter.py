@@ -349,7 +349,8 @@ def test_full_lifecycle_with_a_real_ssh_login(provider, prepared, names, key, en
 
     provider.delete(LOC, name, [instance_id])
     assert provider.observe(LOC, name) == []
-    with pytest.raises(Exception):
+    from docker.errors import NotFound  # pylint: disable=import-outside-toplevel
+    with pytest.raises(NotFound):
         engine.containers.get(instance_id)
     provider.delete(LOC, name, [instance_id])   # again: already gone = success
     provider.cleanup(LOC, name)

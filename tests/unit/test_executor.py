@@ -451,7 +451,7 @@ def test_backoff_with_jitter_matches_the_seeded_draws():
     got = [policy.backoff(n, rng) for n in range(1, 7)]
     bases = [2.0, 6.0, 18.0, 20.0, 20.0, 20.0]
     assert got == [b * 0.5 + b * 0.5 * twin.random() for b in bases]
-    for value, base in zip(got, bases):
+    for value, base in zip(got, bases, strict=True):
         assert base * 0.5 <= value <= base
     assert len(set(got[3:])) == 3        # capped, yet still spread by jitter
 

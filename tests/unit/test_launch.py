@@ -308,7 +308,7 @@ def test_a_crash_at_any_commit_point_resumes_to_one_vm(tmp_path, scenario):
         w = World(tmp_path / ("%s-%d" % (scenario, n)), [p])
         seen = {"commits": 0}
 
-        def hook(old, new, target=n):
+        def hook(old, new, target=n, seen=seen):
             seen["commits"] += 1
             if seen["commits"] == target + 1:
                 raise Crash("commit %d" % target)

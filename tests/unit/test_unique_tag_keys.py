@@ -14,14 +14,13 @@ import tempfile
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.tests.unit.conftest import AWS_JOURNAL_ID
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, InstanceSpec, Offer, ProviderError, ResourceRequest,
 )
-# The moto-backed AWS adapter the user-tags tests use (one fixture for both files).
-from ansible_collections.gpuprov.cloud.tests.unit.test_user_tags import aws  # noqa: F401  pylint: disable=unused-import
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUnitTestOnlyNotARealKey000000000000000 unit@test"
-JOURNAL = "0123456789abcdef"
+JOURNAL = AWS_JOURNAL_ID   # the aws fixture's (conftest.py); the other adapters here are given it too
 FORGED = {VM_NAME_TAG: "other-vm", JOURNAL_ID_TAG: "other-journal"}
 
 

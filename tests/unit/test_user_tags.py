@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.tests.unit.conftest import AWS_JOURNAL_ID
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, InstanceSpec, Offer, ProviderError,
 )
@@ -13,7 +14,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params impor
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUnitTestOnlyNotARealKey000000000000000 unit@test"
 USER = {"team": "ml", "cost-center": "42"}
-JOURNAL = "0123456789abcdef"
+JOURNAL = AWS_JOURNAL_ID   # the aws fixture's (conftest.py); the other adapters here are given it too
 
 
 def spec(name="tagged", tags=None):
@@ -51,21 +52,6 @@ def test_identity_tags_win_over_user_tags():
 
 
 # -- AWS (moto): the instance, its volumes and its security group ---------------------------------
-
-@pytest.fixture
-def aws():
-    pytest.importorskip("boto3")
-    pytest.importorskip("moto")
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import AwsProvider
-    from ansible_collections.gpuprov.cloud.tests.fakes import moto_ec2 as aws_fake
-    fake = aws_fake.shared_server()
-    creds = fake.new_account()
-    provider = AwsProvider(dict(creds, endpoint_url=fake.endpoint_url, allowed_cidrs=["203.0.113.7/32"],
-                                ami_name_filter="Deep Learning AMI Ubuntu Linux*", controller_ip_url=""),
-                           journal_id=JOURNAL)
-    yield provider, fake.client("ec2", "us-east-1", creds)
-    fake.clear(account=creds["aws_access_key_id"])
-
 
 def _tags(resource):
     return {t["Key"]: t["Value"] for t in resource.get("Tags") or []}

@@ -81,7 +81,7 @@ def timings(events: List[Dict[str, Any]]) -> Dict[str, Any]:
     run = events[begin:] if begin is not None else events
     marks = [(e["to"], e["at"]) for e in run if e["event"] in ("begin", "transition", STAGE_EVENT) and e["to"]]
     spans = []
-    for (name, at), nxt in zip(marks, marks[1:] + [None]):
+    for (name, at), nxt in zip(marks, marks[1:] + [None], strict=True):
         spans.append({"stage": name, "at": at, "seconds": round(nxt[1] - at, 2) if nxt else None})
     out: Dict[str, Any] = {"spans": spans}
     if marks:

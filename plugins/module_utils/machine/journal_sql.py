@@ -511,4 +511,4 @@ class SqlJournal(abc.ABC):
                               "WHERE key = ? ORDER BY id", (key,)).fetchall()
         if limit is not None:
             rows = rows[-limit:]
-        return [dict(zip(_EVENT_FIELDS, r)) for r in rows]
+        return [dict(zip(_EVENT_FIELDS, r, strict=True)) for r in rows]

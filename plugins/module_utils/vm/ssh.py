@@ -102,7 +102,7 @@ def key_source(ssh_key: Optional[str], credential_key: Optional[str], state_dir:
     """(where the key was named, its path): the ``ssh_key`` option, else $GPUPROV_SSH_KEY_FILE, else
     the task's ``ansible_ssh_private_key_file`` (AWX's Machine credential), else (None, the state
     directory's ``id_ed25519``). The one order of every run: vm, health and the journal inventory."""
-    for source, value in zip(KEY_SOURCES, (ssh_key, os.environ.get("GPUPROV_SSH_KEY_FILE"), credential_key)):
+    for source, value in zip(KEY_SOURCES, (ssh_key, os.environ.get("GPUPROV_SSH_KEY_FILE"), credential_key), strict=True):
         if value:
             return source, os.path.abspath(os.path.expanduser(value))
     return None, os.path.join(state_dir, "id_ed25519")

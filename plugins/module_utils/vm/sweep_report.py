@@ -52,7 +52,7 @@ def format_table(entries: List[Dict[str, Any]], totals: Dict[str, float]) -> Lis
                      e["id"], e["vm_name"] or "-", e["status"] or "-", price_text(e["price_per_hour"]),
                      e.get("action") or "-"))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for category in CATEGORIES:
         count = sum(1 for e in entries if e["category"] == category and e["kind"] == ResourceKind.INSTANCE)
         if count:

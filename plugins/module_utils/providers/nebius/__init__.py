@@ -260,7 +260,7 @@ class NebiusProvider(TypedOptionsProvider):
         costs = list(reply.resource_costs)
         if len(costs) != len(offers):
             return  # no per-resource breakdown: leave the offers unpriced rather than guess
-        for offer, cost in zip(offers, costs):
+        for offer, cost in zip(offers, costs, strict=True):
             offer.price_per_hour = _hourly(cost)
 
     # -- prepare ----------------------------------------------------------------------

@@ -152,7 +152,7 @@ class ControllerFiles:
         try:
             fd, probe = tempfile.mkstemp(dir=self.state_dir, prefix=".gpuprov-probe-")
         except OSError as exc:
-            raise PrivateFileError("write", os.path.join(self.state_dir, ".gpuprov-probe"), exc)
+            raise PrivateFileError("write", os.path.join(self.state_dir, ".gpuprov-probe"), exc) from exc
         os.close(fd)
         os.unlink(probe)
 
@@ -353,7 +353,7 @@ class SshChecker:
         try:
             sock = socket.create_connection((endpoint.host, endpoint.port), timeout=self.timeout)
         except OSError as exc:
-            raise SshNotReady("connect: %s" % (exc.strerror or exc))
+            raise SshNotReady("connect: %s" % (exc.strerror or exc)) from exc
         paramiko = _paramiko()
         transport = paramiko.Transport(sock)
         transport.set_log_channel(SSH_CHECK_LOG_CHANNEL)
@@ -368,13 +368,13 @@ class SshChecker:
                 # raises "No existing session": the server is not ready either way.
                 server_key = transport.get_remote_server_key()
             except (paramiko.SSHException, EOFError, OSError) as exc:
-                raise SshNotReady("handshake: %s" % exc)
+                raise SshNotReady("handshake: %s" % exc) from exc
             self.files.pin(alias, server_key.get_name(), server_key.get_base64())
             try:
                 transport.auth_publickey(endpoint.user, self._key())
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 # During boot the key is often not installed yet: retried until ssh_timeout.
-                raise SshNotReady("login as %s: %s" % (endpoint.user, exc))
+                raise SshNotReady("login as %s: %s" % (endpoint.user, exc)) from exc
             try:
                 channel = transport.open_session(timeout=self.timeout)
                 channel.settimeout(self.timeout)
@@ -382,7 +382,7 @@ class SshChecker:
                 output = channel.makefile("rb").read()
                 status = channel.recv_exit_status()
             except (paramiko.SSHException, EOFError, OSError) as exc:
-                raise SshNotReady("command: %s" % exc)
+                raise SshNotReady("command: %s" % exc) from exc
             if status != 0:
                 raise SshNotReady("'%s' exited with %d" % (self.command, status))
             self.outputs[alias] = output.decode("utf-8", "replace").strip()

@@ -195,6 +195,8 @@ def option_facts(declared, options) -> list:
         facts.append("Aliases: %s." % ", ".join(_code(a) for a in declared["aliases"]))
     if declared.get("minimum") is not None:
         facts.append("At least %s." % declared["minimum"])
+    if declared.get("maximum") is not None:
+        facts.append("At most %s." % declared["maximum"])
     names = options.environment_names(declared)
     if names:
         facts.append("When not set, read from %s." % ", else ".join(_code(n) for n in names))

@@ -91,6 +91,12 @@ class Harness:
         fake has answered, in order."""
         return []
 
+    def mutating_requests(self) -> List[str]:
+        """The name of every request the fake has received that asks it to change something (a
+        create, a delete, a tag, a rule), in order; reads, operation waits and logins left out.
+        Clouds whose fake keeps no log of its requests skip."""
+        pytest.skip("the %s fake keeps no log of the requests it received" % self.cloud)
+
     def fill_first_pages(self) -> None:
         """Add, behind the adapter's back, resources of someone else so that a paged listing
         whose vendor signals another page only by a full one has a full first page (where that
@@ -104,6 +110,8 @@ class MarketplacePaging:
 
     fake: Any
     paged_listings: Dict[str, Tuple[str, str]] = {}
+    # Routes whose POST changes nothing (a login, a token check): not mutating requests.
+    read_posts: Tuple[str, ...] = ()
 
     def ignore_paging(self) -> None:
         if not self.paged_listings:
@@ -119,6 +127,12 @@ class MarketplacePaging:
                 param, first = self.paged_listings[key]
                 asked.append((key, (query.get(param) or [first])[0] == first))
         return asked
+
+    def mutating_requests(self) -> List[str]:
+        with self.fake.lock:
+            calls = list(self.fake.calls)
+        return [key for key, method, _path, _query, _body in calls
+                if method not in ("GET", "HEAD") and key not in self.read_posts]
 
 
 class FakeApiHarness(MarketplacePaging, Harness):

@@ -15,6 +15,9 @@ What each check pins down:
 * every error kind the harness can inject maps to that kind;
 * no adapter sleeps or polls: time.sleep raises inside every primitive, and the
   adapter's source holds no sleep and no ``while True``;
+* create sends one request that makes something, and one the vendor refuses as
+  Transient is not sent again within the call, by the adapter or by its SDK (clouds
+  whose fake logs its requests);
 * a crash right after create is adoptable: a fresh adapter instance finds the VM;
 * journal identity: what create made is observed with the adapter's journal id; an
   adapter of another journal observes it with the first's id (the core refuses the
@@ -317,6 +320,34 @@ def test_no_adapter_sleeps_or_loops(harness):
             harness.provider.cleanup(offer.location, name)
     finally:
         _teardown(harness, offer.location, name)
+
+
+# -- one creating request, never sent twice ------------------------------------------------
+
+def test_create_sends_one_creating_request_and_never_repeats_a_refused_one(harness):
+    """The contract's "No waiting": create sends one request that makes something (AWS: one per zone
+    it tries; one here, the first zone having room), and a request the vendor refuses as Transient is
+    not sent again within the call, by the adapter or by its SDK: the core retries, observing first."""
+    harness.mutating_requests()  # skips where the fake keeps no log
+    offer = _offer(harness)
+    try:
+        prepared = harness.provider.prepare(offer, harness.spec)
+        sent = len(harness.mutating_requests())
+        harness.inject_error("create", ErrorKind.TRANSIENT)
+        try:
+            with pytest.raises(ProviderError) as info:
+                harness.provider.create(offer, prepared, harness.spec)
+        finally:
+            harness.clear_errors()
+        refused = harness.mutating_requests()[sent:]
+        assert info.value.kind == ErrorKind.TRANSIENT, info.value
+        assert len(refused) <= 1, "create sent a request refused as Transient again: %s" % refused
+        sent = len(harness.mutating_requests())
+        harness.provider.create(offer, prepared, harness.spec)
+        made = harness.mutating_requests()[sent:]
+        assert len(made) == 1, "create sent %d requests that make something: %s" % (len(made), made)
+    finally:
+        _teardown(harness, offer.location, harness.spec.vm_name)
 
 
 # -- crash adoption ----------------------------------------------------------------------

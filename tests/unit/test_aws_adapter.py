@@ -22,7 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userda
     BOOT_SCRIPT_PATH, parse_user_data,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
+    JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import get_provider
@@ -456,6 +456,89 @@ def test_reads_keep_the_sdk_retries(provider, moto_ec2, account):
     moto_ec2.inject("DescribeInstances", code="RequestLimitExceeded", status=503, times=1, account=akid)
     assert provider.observe(LOC, "nobody") == []
     assert len(moto_ec2.calls("DescribeInstances", akid)) == 2
+
+
+def test_reads_retry_within_the_contracts_bound(provider, moto_ec2, account):
+    """The contract's "No waiting": botocore's standard mode, SDK_READ_ATTEMPTS attempts in all, then the
+    error, classified, goes to the core."""
+    akid = account["aws_access_key_id"]
+    moto_ec2.inject("DescribeInstances", code="RequestLimitExceeded", status=503, times=None, account=akid)
+    try:
+        with pytest.raises(ProviderError) as info:
+            provider.observe(LOC, "nobody")
+    finally:
+        moto_ec2.clear(akid)
+    assert info.value.kind == ErrorKind.TRANSIENT
+    assert len(moto_ec2.calls("DescribeInstances", akid)) == SDK_READ_ATTEMPTS
+
+
+@pytest.mark.parametrize("primitive,action", [
+    ("prepare", "CreateSecurityGroup"), ("prepare", "AuthorizeSecurityGroupIngress"), ("create", "RunInstances"),
+    ("delete", "TerminateInstances"), ("cleanup", "DeleteSecurityGroup"),
+])
+def test_a_request_that_changes_something_is_sent_once(provider, moto_ec2, account, primitive, action):
+    """The SDK would retry a throttled request; every one that changes anything goes through the fail-fast
+    client, so the core's retry, which observes first, is the only one."""
+    akid = account["aws_access_key_id"]
+    name, offer = "once-" + primitive, offer_for()
+    prepared = provider.prepare(offer, spec_for(name)) if primitive != "prepare" else None
+    instance_id = provider.create(offer, prepared, spec_for(name)) if primitive == "delete" else None
+    calls = {"prepare": lambda: provider.prepare(offer, spec_for(name)),
+             "create": lambda: provider.create(offer, prepared, spec_for(name)),
+             "delete": lambda: provider.delete(LOC, name, [instance_id]),
+             "cleanup": lambda: provider.cleanup(LOC, name)}
+    before = len(moto_ec2.calls(action, akid))
+    moto_ec2.inject(action, code="RequestLimitExceeded", status=503, times=None, account=akid)
+    try:
+        with pytest.raises(ProviderError) as info:
+            calls[primitive]()
+    finally:
+        moto_ec2.clear(akid)
+    assert info.value.kind == ErrorKind.TRANSIENT
+    assert len(moto_ec2.calls(action, akid)) == before + 1
+
+
+class ControllerDied(BaseException):
+    """The controller dies here (a BaseException, as a kill is: no ``except Exception`` stops it)."""
+
+
+@pytest.mark.parametrize("dies", ["before the second zone's request", "after the second zone's request"])
+def test_a_controller_dying_between_zones_leaves_one_instance_after_the_retry(make, moto_ec2, account, ec2, dies):
+    """create's zone list, the contract's one fixed list of alternatives: the first zone refuses (EC2 launched
+    nothing), and the controller dies around the second zone's RunInstances. The next run's Creating observes
+    first (region-wide, by the identity tag): it adopts what the dead one made, or creates when nothing was,
+    and one instance is left either way."""
+    akid = account["aws_access_key_id"]
+    spec, offer = spec_for("zones1"), offer_for()
+    prepared = make().prepare(offer, spec)
+    assert len(prepared["subnets"]) >= 2
+    dying = make()
+    client = dying._client("ec2", REGION, fail_fast=True)
+    send = client.run_instances
+    subnets = []
+
+    def run_instances(**request):
+        subnets.append(request["SubnetId"])
+        if len(subnets) == 2 and dies.startswith("before"):
+            raise ControllerDied(dies)
+        reply = send(**request)
+        if len(subnets) == 2:
+            raise ControllerDied(dies)
+        return reply
+
+    client.run_instances = run_instances
+    moto_ec2.inject("RunInstances", code="InsufficientInstanceCapacity", status=500, times=1, account=akid)
+    with pytest.raises(ControllerDied):
+        dying.create(offer, prepared, spec)
+    assert subnets == [s["subnet_id"] for s in prepared["subnets"][:2]]
+
+    retry = make()  # Creating again, in the next run: observe first, as vm/launch.py does
+    live = [o.instance_id for o in retry.observe(LOC, "zones1") if o.live]
+    adopted = live[0] if live else retry.create(offer, prepared, spec)
+    tagged = ec2.describe_instances(Filters=[{"Name": "tag:" + VM_NAME_TAG, "Values": ["zones1"]},
+                                             {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    assert [i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]] == [adopted]
+    assert bool(live) == dies.startswith("after")
 
 
 def test_observe_is_scoped_by_tag_and_hides_endpoint_without_public_ip(provider, ec2):

@@ -212,17 +212,18 @@ def test_create_quota_is_not_retried_in_other_zones(stubbed):
 
 @pytest.mark.parametrize("code", ["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"])
 def test_delete_treats_unknown_ids_as_success(stubbed, code):
-    provider, _fast, reads = stubbed
+    provider, fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
-    reads.add_client_error("terminate_instances", service_error_code=code)
+    fast.add_client_error("terminate_instances", service_error_code=code)
     provider.delete(Location("aws", "us-east-1"), "stubbed", ["i-0000000000000dead"])
     reads.assert_no_pending_responses()
+    fast.assert_no_pending_responses()
 
 
 def test_delete_other_errors_are_classified(stubbed):
-    provider, _fast, reads = stubbed
+    provider, fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
-    reads.add_client_error("terminate_instances", service_error_code="UnauthorizedOperation", http_status_code=403)
+    fast.add_client_error("terminate_instances", service_error_code="UnauthorizedOperation", http_status_code=403)
     with pytest.raises(ProviderError) as info:
         provider.delete(Location("aws", "us-east-1"), "stubbed", ["i-0000000000000dead"])
     assert info.value.kind == ErrorKind.CREDENTIALS
@@ -231,21 +232,23 @@ def test_delete_other_errors_are_classified(stubbed):
 def test_cleanup_dependency_violation_is_transient(stubbed):
     """moto deletes a security group even while an ENI uses it; real EC2 says
     DependencyViolation for a while after the instance terminated."""
-    provider, _fast, reads = stubbed
+    provider, fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_response("describe_security_groups", {"SecurityGroups": [{"GroupId": "sg-12345678"}]})
-    reads.add_client_error("delete_security_group", service_error_code="DependencyViolation",
-                           service_message="resource sg-12345678 has a dependent object")
+    fast.add_client_error("delete_security_group", service_error_code="DependencyViolation",
+                          service_message="resource sg-12345678 has a dependent object")
     with pytest.raises(ProviderError) as info:
         provider.cleanup(Location("aws", "us-east-1"), "stubbed")
     assert info.value.kind == ErrorKind.TRANSIENT
     reads.assert_no_pending_responses()
+    fast.assert_no_pending_responses()
 
 
 def test_cleanup_group_already_gone_is_success(stubbed):
-    provider, _fast, reads = stubbed
+    provider, fast, reads = stubbed
     reads.add_response("describe_instances", {"Reservations": []})
     reads.add_response("describe_security_groups", {"SecurityGroups": [{"GroupId": "sg-12345678"}]})
-    reads.add_client_error("delete_security_group", service_error_code="InvalidGroup.NotFound")
+    fast.add_client_error("delete_security_group", service_error_code="InvalidGroup.NotFound")
     provider.cleanup(Location("aws", "us-east-1"), "stubbed")
     reads.assert_no_pending_responses()
+    fast.assert_no_pending_responses()

@@ -129,6 +129,15 @@ def test_a_wrong_value_of_a_credential_never_shows_it():
     assert "s3cr3t-pin" not in info.value.msg and "********" in info.value.msg
 
 
+def test_a_number_outside_its_bounds_names_the_field_and_the_bound():
+    spec = dict(wait_s=shared.seconds(5, "A wait.", maximum=10))
+    assert shared.typed_options("demo", spec, {"wait_s": 10})["wait_s"] == 10
+    for value, bound in ((11, "<= 10"), (-1, ">= 0")):
+        with pytest.raises(ProviderError) as info:
+            shared.typed_options("demo", spec, {"wait_s": value})
+        assert info.value.msg == "cloud_options.demo.wait_s: expected a number %s, got %r" % (bound, float(value))
+
+
 def test_typed_options_type_again_to_the_same():
     """A typed dict built again (a fresh adapter after a crash, the journalled options) is unchanged."""
     for cloud in CLOUDS:

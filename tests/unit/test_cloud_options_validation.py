@@ -21,6 +21,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import options as shared
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 
 MODULES = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "modules"
@@ -49,7 +50,7 @@ def state_dir(tmp_path, monkeypatch):
 def declared_with_suboptions(spec):
     """The spec as the modules declared it before: each cloud's declared options as cloud_options' suboptions."""
     def undocumented(declared):
-        return {key: value for key, value in declared.items() if key not in ("description", "minimum")}
+        return {key: value for key, value in declared.items() if key not in shared.DOC_KEYS}
 
     return dict(spec, cloud_options=dict(type="dict", default={}, options={
         cloud: dict(type="dict", options={name: undocumented(declared)

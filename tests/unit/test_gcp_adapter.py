@@ -14,7 +14,7 @@ pytest.importorskip("pytest_httpserver")
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import gcp as gcp_mod  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog as gcp_catalog  # noqa: E402
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (  # noqa: E402
-    JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
+    JOURNAL_ID_TAG, SDK_READ_RETRY_S, VM_NAME_TAG, BlockScope, BootScript, ErrorKind, InstanceSpec, K3sAccess, Location, Offer,
     ProviderError, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import GcpProvider  # noqa: E402
@@ -265,6 +265,86 @@ def test_sdk_retries_a_read_within_its_bound(fake):
     with pytest.raises(ProviderError) as info:
         adapter.create(offer, prepared, spec())
     assert info.value.kind == ErrorKind.TRANSIENT and len(fake.calls_of("instances.insert")) == 1
+
+
+# -- the contract's "No waiting": what a call may hold -------------------------------------------
+
+# The adapter's reads (by the name it gives each call): the only requests the SDK may retry.
+READS = ("get", "list", "aggregatedList", "getFromFamily")
+
+
+def test_every_request_says_whether_the_sdk_may_retry_it(fake, monkeypatch):
+    """A read goes with the adapter's bounded read_retry; every other request (a mutation, the one operation
+    wait) with none, never with the SDK's default (which retries a read for 600 s)."""
+    adapter = make(fake, journal_id="j1", read_retry_s=10)
+    sent = []
+    real = GcpProvider._call
+
+    def recording(self, where, fn, *args, **kwargs):
+        assert "retry" in kwargs, "%s went with the SDK's default retry" % where
+        sent.append((where, kwargs["retry"]))
+        return real(self, where, fn, *args, **kwargs)
+
+    monkeypatch.setattr(GcpProvider, "_call", recording)
+    offer, _prepared, made, iid = launched(fake, adapter, tags={"team": "ml"})
+    adapter.prepare(offer, spec(allowed_cidrs=["203.0.113.0/24"]))  # a drifted rule: patched
+    adapter.observe(offer.location, "train1")
+    adapter.diagnose(offer.location, "train1")
+    adapter.retag(offer.location, "train1", iid, {"team": "infra"}, purge=True)
+    adapter.list_owned(adapter.sweep_locations()[0])
+    adapter.delete(offer.location, "train1", [iid])
+    adapter.cleanup(offer.location, "train1")
+    assert made.tags and adapter.read_retry is not None
+    reads = sorted({where for where, retry in sent if where.rsplit(".", 1)[-1] in READS})
+    once = sorted({where for where, retry in sent if where.rsplit(".", 1)[-1] not in READS})
+    assert all(retry is adapter.read_retry for where, retry in sent if where in reads), sent
+    assert all(retry is None for where, retry in sent if where in once), sent
+    assert {"instances.list", "firewalls.get", "images.getFromFamily", "machine_types.aggregatedList"} <= set(reads)
+    assert {"instances.insert", "instances.insert wait", "firewalls.insert", "firewalls.insert wait",
+            "firewalls.patch", "firewalls.patch wait", "instances.setLabels", "instances.delete",
+            "firewalls.delete"} <= set(once)
+
+
+@pytest.mark.parametrize("primitive,call", [
+    ("prepare", "firewalls.insert"), ("create", "instances.insert"), ("delete", "instances.delete"),
+    ("cleanup", "firewalls.delete"),
+])
+def test_a_mutation_refused_with_503_is_sent_once_and_is_transient(fake, primitive, call):
+    """The SDK retries a read that got 503 (read_retry_s), never a mutation: one request, a Transient for the
+    core, which observes before it tries again."""
+    adapter = make(fake, read_retry_s=10)
+    offer = offer_for(adapter)
+    prepared = adapter.prepare(offer, spec()) if primitive != "prepare" else None
+    iid = adapter.create(offer, prepared, spec()) if primitive == "delete" else None
+    calls = {"prepare": lambda: adapter.prepare(offer, spec()),
+             "create": lambda: adapter.create(offer, prepared, spec()),
+             "delete": lambda: adapter.delete(offer.location, "train1", [iid]),
+             "cleanup": lambda: adapter.cleanup(offer.location, "train1")}
+    before = len(fake.calls_of(call))
+    fake.fail_next(call, 503, "backendError")
+    with pytest.raises(ProviderError) as info:
+        calls[primitive]()
+    assert info.value.kind == ErrorKind.TRANSIENT
+    assert len(fake.calls_of(call)) == before + 1
+
+
+def test_read_retry_s_is_bounded_by_the_contract(fake):
+    """SDK_READ_RETRY_S: an SDK's retries of a read stay a small part of the core's own budget."""
+    assert make(fake, read_retry_s=SDK_READ_RETRY_S).read_retry is not None
+    with pytest.raises(ProviderError) as info:
+        make(fake, read_retry_s=SDK_READ_RETRY_S + 1)
+    assert info.value.kind == ErrorKind.INVALID_REQUEST and "cloud_options.gcp.read_retry_s" in info.value.msg
+
+
+def test_prepare_waits_at_most_once_on_its_rule_operation(fake, provider):
+    """The one server-side wait a primitive may make: after the firewall insert, then after a patch."""
+    offer = offer_for(provider)
+    provider.prepare(offer, spec())
+    assert len(fake.calls_of("globalOperations.wait")) == 1
+    provider.prepare(offer, spec())  # nothing to change: no write, no wait
+    assert len(fake.calls_of("globalOperations.wait")) == 1
+    provider.prepare(offer, spec(allowed_cidrs=["203.0.113.0/24"]))
+    assert len(fake.calls_of("globalOperations.wait")) == 2 and len(fake.calls_of("firewalls.patch")) == 1
 
 
 def test_unknown_project_is_invalid_request(fake):

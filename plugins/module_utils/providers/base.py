@@ -4,9 +4,11 @@
 """The provider contract: what every cloud adapter implements and returns.
 
 Adapters are short files of primitives (plan / prepare / create / observe /
-delete / cleanup). They never loop or sleep beyond one call's pagination and
-classify every failure as a ProviderError; the launch and teardown machines do
-all waiting, retrying, blocking and compensation.
+delete / cleanup) that classify every failure as a ProviderError. They do no
+waiting of their own: the launch and teardown machines do all polling, retrying,
+blocking and compensation. ``Provider``'s docstring lists, with their bounds, the
+few things one call may still hold: an SDK's retries of a read, one listing's
+pagination, one server-side operation wait, a fixed list of zones tried once each.
 
 Everything here is plain data that round-trips through JSON, because offers,
 locations and prepared state travel inside journalled machine states.
@@ -28,6 +30,12 @@ VM_NAME_TAG = "gpuprov-vm-name"
 JOURNAL_ID_TAG = "gpuprov-journal-id"
 # Every tag/label name gpuprov writes starts so (the identity and what adapters add); user tags may not.
 GPUPROV_TAG_PREFIX = "gpuprov-"
+
+# The most an SDK's own retries of one read may hold a primitive call (Provider, "No waiting"):
+# small beside the core's own budget for a Transient state (five attempts, eight in a teardown,
+# with 1 s to 30 s of backoff between them), which alone decides when to give up.
+SDK_READ_ATTEMPTS = 3
+SDK_READ_RETRY_S = 30
 
 # DNS label: lowercase letters, digits and '-', 1..63, not starting/ending with '-'.
 _VM_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -369,11 +377,46 @@ class Provider(abc.ABC):
     An adapter is a small package of primitives (SkyPilot's ``sky/provision/<cloud>/`` is
     the shape; dstack's ``Compute`` the model for this contract). The core (the launch and
     teardown machines, ``vm/``) owns every wait, retry, failover and compensation; an
-    adapter never does any of them. For every primitive:
+    adapter does none of them beyond the little one call may hold, listed below. For every
+    primitive:
 
-    * **No waiting.** Never sleep, never poll, never loop beyond the pages of one listing,
-      never retry: make the call(s) once and return or raise. (The conformance suite makes
-      ``time.sleep`` raise inside every primitive and greps the source for loops.)
+    * **No waiting, no retrying.** A primitive sends each request once and returns or
+      raises: it never sleeps, polls, or sends a request again hoping for another answer.
+      One call may hold these, and nothing more:
+
+      - *An SDK's own retries of an idempotent read* (a get, a list, a describe), bounded by
+        a count of attempts (at most ``SDK_READ_ATTEMPTS``) or a total time of retrying (at
+        most ``SDK_READ_RETRY_S`` seconds): AWS, botocore's standard mode with 3 attempts;
+        GCP, google-api-core on 503/504 for ``read_retry_s`` (default 20 s, at most 30 s).
+        Then the error, classified, goes to the core. A request that can change anything
+        is never retried by the SDK: AWS sends it through its fail-fast client (one
+        attempt), GCP with ``retry=None``, Nebius with ``retries=1``; rest.py retries nothing.
+      - *One listing's pagination*, followed to its end (paging.py ends it at a page or
+        token seen before, and at its page cap).
+      - *One server-side wait* for the Operation of a mutation whose refusal the API
+        reports only on that Operation (GCP: ``zoneOperations.wait`` after
+        ``instances.insert``, ``globalOperations.wait`` after a firewall insert or patch): one
+        request, which the server answers when the operation is done or at its own deadline
+        (about two minutes; ``operation_timeout_s`` on the client), at most one per primitive
+        call and never repeated; an operation still running after it is Transient. Without it
+        a zone's stock-out or a quota would show only as an instance that is never listed,
+        given up as vanished a minute later and blocked at the wrong scope.
+      - *One request per resource*: delete one per instance id it was given, cleanup one per
+        side resource it finds. (The local cloud's delete looks for its processes twice, without
+        waiting between: a shell signalled in the first look may just have forked sshd.)
+      - *A fixed list of alternatives, each tried once, going on only past a refusal that
+        made nothing*: AWS ``create`` sends one RunInstances per subnet ``prepare`` listed (the
+        default subnet of each zone offering the type, in zone order) and moves to the next
+        only past a zone-capacity refusal; any other outcome ends the call. Why that never
+        makes two instances is in the AWS adapter's ``create``.
+      - *A request refused before the vendor acted on it, once more after refreshing the
+        credential*: rest.py after a 401 with a token that can be renewed; the Nebius SDK after
+        UNAUTHENTICATED, with its renewed IAM token.
+
+      The conformance suite makes ``time.sleep`` raise inside every primitive (an SDK's read
+      retries sleep only after an error), greps every adapter package for ``while True`` and
+      ``sleep(``, and checks that create sends one creating request and never sends a refused
+      one again.
     * **Classified failures only.** Every failure is a ``ProviderError`` whose ``ErrorKind``
       drives the core: Transient (retried with backoff), Capacity / Quota / Unavailable /
       Failed (fail over, blocking the offer, region or cloud as ``block`` says), and
@@ -499,7 +542,9 @@ class Provider(abc.ABC):
         """Request one instance of the offer, tagged with the identity, and return its id
         without waiting for it to boot.
 
-        One create call to the vendor where the API allows it. If it takes several steps
+        One creating request to the vendor where the API allows it (AWS: one per zone it
+        tries, see "No waiting"), plus at most one server-side wait for its Operation. No
+        request is sent twice within the call: a refusal is raised. If it takes several steps
         (write a record, then start), ``observe`` must tell the truth after a crash between
         any two of them: report what exists, as Pending/Running when it will come up, or
         Failed when it never will (the core then deletes it and creates afresh).
@@ -514,7 +559,8 @@ class Provider(abc.ABC):
         id it carries (``Observed.journal_id``; None for resources made before journal ids).
         Instances fully gone are omitted.
 
-        May: list with filters, one listing's pagination. Must not: change anything. The
+        May: list with filters, following one listing's pages (the SDK's bounded read retries
+        included). Must not: change anything. The
         core decides what it may adopt or delete (``Observed.owned_by``).
         Idempotent: read-only."""
 

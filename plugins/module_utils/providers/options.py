@@ -5,7 +5,7 @@
 
 Each cloud declares its options in ``providers/cloud_options/<cloud>.py`` as an Ansible
 argument spec whose entries also carry a ``description`` (and, for numbers, a
-``minimum``). That one declaration is:
+``minimum`` and a ``maximum``). That one declaration is:
 
 * the check of ``cloud_options.<cloud>`` whenever an adapter is built
   (:class:`TypedOptionsProvider`, :func:`typed_options`): unknown keys, types
@@ -41,7 +41,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 
 # Keys of a declaration that document or bound an option; Ansible's argument spec has no such keys.
-DOC_KEYS = ("description", "minimum")
+DOC_KEYS = ("description", "minimum", "maximum")
 _MASK = "********"
 
 OptionSpec = Dict[str, Dict[str, Any]]
@@ -114,7 +114,7 @@ def typed_options(cloud: str, spec: OptionSpec, options: Optional[Mapping[str, A
 
     Raises InvalidRequest naming ``cloud_options.<cloud>`` and the field: an unknown key
     (with the valid ones), a value of the wrong type or outside the choices, a number below
-    its minimum. Credentials never appear in a message."""
+    its minimum or above its maximum. Credentials never appear in a message."""
     prefix = "cloud_options.%s" % cloud
     if options is None:
         options = {}
@@ -132,10 +132,12 @@ def typed_options(cloud: str, spec: OptionSpec, options: Optional[Mapping[str, A
             prefix, "; ".join(result.error_messages)), secrets))
     typed = {name: result.validated_parameters.get(name) for name in spec}
     for name, declared in spec.items():
-        minimum = declared.get("minimum")
+        minimum, maximum = declared.get("minimum"), declared.get("maximum")
         value = typed[name]
         if minimum is not None and value is not None and value < minimum:
             raise _invalid("%s.%s: expected a number >= %s, got %r" % (prefix, name, minimum, value))
+        if maximum is not None and value is not None and value > maximum:
+            raise _invalid("%s.%s: expected a number <= %s, got %r" % (prefix, name, maximum, value))
     return typed
 
 
@@ -275,9 +277,12 @@ class TypedOptionsProvider(Provider):
 
 # -- options several clouds share -----------------------------------------------------------
 
-def seconds(default: Optional[float], description: str) -> Dict[str, Any]:
-    """A duration option in seconds (a number >= 0)."""
-    return dict(type="float", default=default, minimum=0, description=description)
+def seconds(default: Optional[float], description: str, maximum: Optional[float] = None) -> Dict[str, Any]:
+    """A duration option in seconds (a number >= 0, and <= ``maximum`` when given)."""
+    declared = dict(type="float", default=default, minimum=0, description=description)
+    if maximum is not None:
+        declared["maximum"] = maximum
+    return declared
 
 
 BOOT_TIMEOUT_S = seconds(900, "Seconds an instance may take to be Running with an SSH endpoint (the cloud's "

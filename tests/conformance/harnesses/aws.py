@@ -134,6 +134,10 @@ class AwsHarness(Harness):
         return [(c["action"], not c["next_token"]) for c in self.fake.calls(account=self.account)
                 if c["action"].startswith("Describe")]
 
+    def mutating_requests(self) -> List[str]:
+        return [c["action"] for c in self.fake.calls(account=self.account)
+                if not c["action"].startswith(("Describe", "Get"))]
+
     def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
         """A running instance of the VM without a public IP yet: a subnet of the
         default VPC that does not map public addresses on launch."""

@@ -123,6 +123,9 @@ class GcpHarness(Harness):
         return [(c["key"], not c["args"].get("pageToken")) for c in list(self.fake.calls)
                 if c["key"].endswith((".list", ".aggregatedList"))]
 
+    def mutating_requests(self) -> List[str]:
+        return [c["key"] for c in list(self.fake.calls) if c["method"] != "GET" and not c["key"].endswith(".wait")]
+
     def resources(self) -> Set[str]:
         return ({"instance:%s/%s" % key for key in self.fake.instances}
                 | {"firewall:%s" % name for name in self.fake.firewalls})

@@ -48,6 +48,7 @@ FIRST_CALL = {
 class MassedComputeHarness(LeverHarness):
     cloud = "massedcompute"
     first_call = FIRST_CALL
+    read_posts = ("token.validation",)
 
     def __init__(self, root: str):
         self.fake = MassedComputeApiFake(root)

@@ -76,6 +76,11 @@ class NebiusHarness(LeverHarness):
             calls = list(self.fake.calls)
         return [(key, not getattr(request, "page_token", "")) for key, request in calls if key.endswith(".list")]
 
+    def mutating_requests(self) -> List[str]:
+        with self.fake.lock:
+            calls = list(self.fake.calls)
+        return [key for key, _request in calls if key.rsplit(".", 1)[-1] in ("create", "update", "delete")]
+
 
 def make_harness(tmp_path_factory) -> NebiusHarness:
     return NebiusHarness(str(tmp_path_factory.mktemp("nebius-fake")))

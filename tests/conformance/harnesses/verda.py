@@ -66,6 +66,7 @@ def options(fake: VerdaApiFake) -> dict:
 class VerdaHarness(FakeApiHarness):
     cloud = "verda"
     paged_listings = {"scripts.list": ("page", "1")}
+    read_posts = ("oauth2.token",)
 
     def __init__(self, root: str):
         self.fake = VerdaApiFake(root)

@@ -11,11 +11,11 @@ prepare    DescribeInstanceTypeOfferings (zones; none -> Unavailable), image
            matching a name filter), default-VPC default subnets in those zones,
            per-VM security group ``gpuprov-<name>-j<8 hex>`` (see Identity),
            ingress 22 (+ 6443/80/443 with k3s_direct) from the allowed CIDRs.
-create     one RunInstances per subnet, in zone order, moving on only for
-           zone-capacity errors; fail-fast client (no SDK retries); tags on
+create     one logical create: one RunInstances per subnet prepare listed, in
+           zone order, each sent once, moving on only past a zone-capacity
+           refusal (why that never makes two instances: ``create``); tags on
            instance and volumes; key + boot script as cloud-init user data;
-           ClientToken derived from the prepared attempt, so an ambiguous
-           failure re-run cannot start a second instance.
+           a ClientToken per (prepared attempt, subnet).
 observe    DescribeInstances by tag, live states only; endpoint once Running
            with a public IP (public-IP lag = no endpoint yet); the journal id tag.
 delete     TerminateInstances per id; unknown ids are success. No waiting.
@@ -31,6 +31,11 @@ names are unique per VPC, and two controllers' VMs of one name must not share on
 Groups made before journal ids are named ``gpuprov-<name>`` and carry no journal id
 tag; cleanup removes them with the journal's own. Another journal's instances and
 groups are never waited for nor removed.
+
+Retries (the contract's "No waiting", base.Provider): reads go through a client whose SDK
+retries them (botocore's standard mode, base.SDK_READ_ATTEMPTS attempts); every request that
+changes anything goes through the fail-fast client, one attempt, so the core's retry, which
+observes first, is the only one.
 
 Options: ``cloud_options.aws``, declared in providers/cloud_options/aws.py. Credentials:
 ``profile`` when set, else the key options, else boto3's chain (shared files, SSO,
@@ -48,7 +53,7 @@ import urllib.error
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
+    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
     Location, Observed, Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
     validate_vm_name,
 )
@@ -122,9 +127,11 @@ def journal_suffix(journal_id: Optional[str]) -> str:
 def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instance_type: str, spot: bool) -> str:
     """RunInstances idempotency token for one attempt in one subnet.
 
-    Stable while the prepared attempt is (so a re-run after an ambiguous failure
-    returns the instance instead of starting a second one) and new once the core's
-    compensation has removed the security group and prepare has made another.
+    Stable while the prepared attempt is, so that the same subnet's request sent again
+    (after an ambiguous failure or a crash) is answered with the instance the first one
+    made, if it made one; new once the core's compensation has removed the security group
+    and prepare has made another. EC2 keeps a token apart per Region and zone, so it
+    covers a repeat in the same subnet only (see ``AwsProvider.create``).
     """
     basis = json.dumps([vm_name, prepared.get("security_group_id"), subnet_id, instance_type,
                         prepared.get("image_id"), bool(spot)])
@@ -196,7 +203,8 @@ class AwsProvider(TypedOptionsProvider):
         zones = self._offering_zones(ec2, offer)
         image_id, image_source = self._image(ec2, offer)
         vpc_id, subnets = self._subnets(ec2, offer, zones)
-        group_id = self._security_group(ec2, name, vpc_id, ports, cidrs, spec)
+        group_id = self._security_group(ec2, self._client("ec2", offer.region, fail_fast=True), name, vpc_id, ports,
+                                        cidrs, spec)
         return {
             "region": offer.region, "instance_type": offer.instance_type, "zones": zones,
             "image_id": image_id, "image_source": image_source, "vpc_id": vpc_id, "subnets": subnets,
@@ -205,6 +213,25 @@ class AwsProvider(TypedOptionsProvider):
 
     @_classified
     def create(self, offer: Offer, prepared: Dict[str, Any], spec: InstanceSpec) -> str:
+        """One logical create: one RunInstances per subnet in ``prepared`` (prepare lists the default
+        subnet of each zone that offers the type, in zone order: at most one per zone of the region),
+        each sent once through the fail-fast client, in order. It moves to the next subnet only past a
+        zone-capacity refusal (ZONE_CAPACITY_CODES: EC2 launched nothing); any other outcome ends the
+        call, with the instance id or the classified error (an unknown outcome, a timeout, is Transient).
+
+        Why that never leaves two instances, even when the controller dies between two requests:
+
+        * every request before the one that launched was refused, and a refusal launches nothing,
+          so one call makes at most one instance;
+        * that instance carries the VM identity from its first moment (TagSpecifications), and an
+          AWS offer's Location is the region (no zone), which observe lists whole: the core's Creating,
+          which observes before it calls create again (after a crash or a Transient), adopts it;
+        * the same subnet's request sent again carries the same ClientToken (client_token), which EC2
+          answers with the instance the first one made, if it made one.
+
+        EC2 keeps a ClientToken apart per zone, so across subnets the token cannot stand in for that
+        observation: a retry that starts again at the first subnet relies on observe listing an instance
+        a later subnet's request made, as every cloud without such a token relies on its listing."""
         name = validate_vm_name(spec.vm_name)
         subnets = list(prepared.get("subnets") or [])
         if not subnets or not prepared.get("security_group_id") or not prepared.get("image_id"):
@@ -224,7 +251,7 @@ class AwsProvider(TypedOptionsProvider):
                 "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
         ec2 = self._client("ec2", prepared.get("region") or offer.region, fail_fast=True)
         last = None
-        for subnet in subnets:  # the one attempt, zone by zone, only past zone-capacity errors
+        for subnet in subnets:  # bounded by the zones prepare listed; each request sent once
             try:
                 reply = ec2.run_instances(
                     SubnetId=subnet["subnet_id"],
@@ -265,11 +292,12 @@ class AwsProvider(TypedOptionsProvider):
                 settled.add(inst["InstanceId"])
         # One request per id: a batch fails whole on one unknown id. Ids describe does
         # not know yet (eventual consistency right after create) are still terminated.
+        ec2_once = self._client("ec2", location.region, fail_fast=True)
         for instance_id in ids:
             if instance_id in settled:
                 continue
             try:
-                ec2.terminate_instances(InstanceIds=[instance_id])
+                ec2_once.terminate_instances(InstanceIds=[instance_id])
             except ClientError as exc:
                 if error_code(exc) not in GONE_CODES:
                     raise
@@ -295,10 +323,11 @@ class AwsProvider(TypedOptionsProvider):
                                      if (m.get("Ebs") or {}).get("VolumeId")]
         resources += [g["GroupId"] for g in inst.get("SecurityGroups") or []
                       if g.get("GroupName", "").startswith(SG_PREFIX + vm_name)]
+        ec2_once = self._client("ec2", location.region, fail_fast=True)
         if changes["set"]:
-            ec2.create_tags(Resources=resources, Tags=[{"Key": k, "Value": v} for k, v in changes["set"].items()])
+            ec2_once.create_tags(Resources=resources, Tags=[{"Key": k, "Value": v} for k, v in changes["set"].items()])
         if changes["removed"]:
-            ec2.delete_tags(Resources=resources, Tags=[{"Key": k} for k in changes["removed"]])
+            ec2_once.delete_tags(Resources=resources, Tags=[{"Key": k} for k in changes["removed"]])
         return changes
 
     @_classified
@@ -312,9 +341,10 @@ class AwsProvider(TypedOptionsProvider):
         groups = ec2.describe_security_groups(
             Filters=[{"Name": "tag:" + VM_NAME_TAG, "Values": [vm_name]}]).get("SecurityGroups", [])
         ours = [g for g in groups if _tags(g).get(JOURNAL_ID_TAG) in (None, self.journal_id)]
+        ec2_once = self._client("ec2", location.region, fail_fast=True)
         for group_id in sorted(g["GroupId"] for g in ours):
             try:
-                ec2.delete_security_group(GroupId=group_id)
+                ec2_once.delete_security_group(GroupId=group_id)
             except ClientError as exc:
                 if error_code(exc) != "InvalidGroup.NotFound":
                     raise
@@ -356,8 +386,9 @@ class AwsProvider(TypedOptionsProvider):
         return bool(self.options["k3s_direct"])
 
     def _client(self, service: str, region: str, fail_fast: bool = False):
-        """One client per (service, region, mode). Reads keep the SDK's retries;
-        the fail-fast client (RunInstances) makes exactly one HTTP attempt."""
+        """One client per (service, region, mode). Reads keep the SDK's retries (standard mode,
+        SDK_READ_ATTEMPTS attempts); the fail-fast client, for every request that changes anything,
+        makes exactly one HTTP attempt."""
         key = (service, region, fail_fast)
         if key not in self._clients:
             import boto3  # pylint: disable=import-outside-toplevel
@@ -371,7 +402,7 @@ class AwsProvider(TypedOptionsProvider):
                     creds = {k: self.options[k] for k in ("aws_access_key_id", "aws_secret_access_key",
                                                           "aws_session_token") if self.options[k]}
                 self._session = boto3.session.Session(**creds)
-            retries = {"mode": "standard", "total_max_attempts": 1} if fail_fast else {"mode": "standard"}
+            retries = {"mode": "standard", "total_max_attempts": 1 if fail_fast else SDK_READ_ATTEMPTS}
             config = Config(retries=retries, connect_timeout=10, read_timeout=60,
                             user_agent_extra="gpuprov.cloud")
             endpoint = self.options["endpoint_url"] or None
@@ -507,17 +538,18 @@ class AwsProvider(TypedOptionsProvider):
                 offer.region, ", ".join(zones)), BlockScope.INSTANCE_TYPE)
         return vpc_id, subnets
 
-    def _security_group(self, ec2, name: str, vpc_id: str, ports: List[int], cidrs: List[str],
+    def _security_group(self, ec2, ec2_once, name: str, vpc_id: str, ports: List[int], cidrs: List[str],
                         spec: InstanceSpec) -> str:
         """Find or make this journal's group of the VM in the VPC (tagged with the identity, the user's tags
-        and a ``Name``, the group's unless the user's tags name one) and add any missing ingress rule."""
+        and a ``Name``, the group's unless the user's tags name one) and add any missing ingress rule. Reads
+        go through ``ec2``, every change through ``ec2_once`` (the fail-fast client)."""
         group_name = SG_PREFIX + name + journal_suffix(self.journal_id)
         identity = self._resource_tags(spec, default={"Name": group_name})
         filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [group_name]}]
         groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
         if not groups:
             try:
-                ec2.create_security_group(
+                ec2_once.create_security_group(
                     GroupName=group_name, VpcId=vpc_id, Description="gpuprov.cloud: SSH to VM %s" % name,
                     TagSpecifications=[{"ResourceType": "security-group", "Tags": identity}])
             except ClientError as exc:
@@ -533,7 +565,7 @@ class AwsProvider(TypedOptionsProvider):
             raise ProviderError(ErrorKind.INVALID_REQUEST, "security group %s in %s belongs to another controller "
                                 "(journal %s)" % (group_name, vpc_id, made_by))
         if any(have_tags.get(t["Key"]) != t["Value"] for t in identity):  # made untagged (by hand)
-            ec2.create_tags(Resources=[group["GroupId"]], Tags=identity)
+            ec2_once.create_tags(Resources=[group["GroupId"]], Tags=identity)
         have = set()
         for perm in group.get("IpPermissions") or []:
             for rng in (perm.get("IpRanges") or []) + (perm.get("Ipv6Ranges") or []):
@@ -548,7 +580,7 @@ class AwsProvider(TypedOptionsProvider):
                     "Ipv6Ranges": [{"CidrIpv6": c, "Description": "gpuprov"} for c in missing if ":" in c]})
         if wanted:
             try:
-                ec2.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=wanted)
+                ec2_once.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=wanted)
             except ClientError as exc:
                 if error_code(exc) == "InvalidPermission.Duplicate":  # raced: re-run reads the rules again
                     raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import options as shared
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import SDK_READ_RETRY_S
 
 # What the documentation says of the cloud, above its options.
 DESCRIPTION = "The V(gcp) cloud: Google Compute Engine, through google-cloud-compute."
@@ -54,10 +55,15 @@ OPTIONS = dict(
         type="str", default="cloud-init", choices=["cloud-init", "startup-script"],
         description="How the boot script is delivered: V(cloud-init) user data (run once per instance) or the "
                     "guest agent's V(startup-script) (every boot; for images without cloud-init)."),
-    operation_timeout_s=shared.seconds(120, "Bound of the one operation wait create makes."),
+    operation_timeout_s=shared.seconds(120, "Client-side bound of the one operation wait that create (after "
+                                            "C(instances.insert)) and prepare (after a firewall insert or patch) make; "
+                                            "the server answers that wait within about two minutes. An operation "
+                                            "still running after it is a transient failure: gpuprov observes, then "
+                                            "retries."),
     request_timeout_s=shared.seconds(60, "Timeout of every other API request."),
     read_retry_s=shared.seconds(20, "Total time the SDK may retry a read that got 503/504; V(0) turns SDK retries "
-                                    "off. Writes are never retried by the SDK."),
+                                    "off. Writes are never retried by the SDK; gpuprov's own retries, with their "
+                                    "backoff and budget, come on top.", maximum=SDK_READ_RETRY_S),
     boot_timeout_s=shared.BOOT_TIMEOUT_S,
     poll_interval_s=shared.POLL_INTERVAL_S,
 )

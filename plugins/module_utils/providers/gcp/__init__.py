@@ -7,9 +7,15 @@ Options: ``cloud_options.gcp``, declared in providers/cloud_options/gcp.py. The
 project and the service-account key also come from the environment AWX's GCE
 credential sets (GCP_PROJECT / GCE_PROJECT, GCP_SERVICE_ACCOUNT_FILE /
 GCE_CREDENTIALS_FILE_PATH). Without a key file: Application Default Credentials, or
-anonymous credentials when ``api_endpoint`` points at a fake. ``read_retry_s`` bounds
-the SDK's own retries of reads that got 503/504: its default (600 s) would hide a long
-wait from the core, which owns retries, budgets and cancellation.
+anonymous credentials when ``api_endpoint`` points at a fake.
+
+What a call may hold (the contract's "No waiting", base.Provider): every read passes
+``retry=self.read_retry``, the SDK's retries on 503/504 bounded by ``read_retry_s``
+(default 20 s, at most base.SDK_READ_RETRY_S; the SDK's own default, 600 s, would hide a
+long wait from the core, which owns retries, budgets and cancellation); every mutation
+passes ``retry=SENT_ONCE`` (none). create and prepare each make at most one server-side
+wait, for the Operation of their insert or patch (``_finish``): GCP reports a stock-out
+or a quota only there.
 
 Identity: instances and their boot disks carry the labels ``gpuprov-vm-name`` and,
 when the adapter works for a journal, ``gpuprov-journal-id`` (GCP label values are
@@ -66,6 +72,9 @@ except ImportError as _exc:  # ansible-test sanity imports module_utils without 
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 K3S_DIRECT_PORTS = (6443, 80, 443)
+# google-api-core's ``retry`` for a request sent once: None turns the SDK's retries off (it has none for
+# mutations today; None keeps it so, whatever its defaults become).
+SENT_ONCE = None
 
 STATUS_MAP = {
     "PROVISIONING": Status.PENDING, "STAGING": Status.PENDING, "REPAIRING": Status.PENDING,
@@ -228,16 +237,17 @@ class GcpProvider(TypedOptionsProvider):
             raise
 
     def _finish(self, op, where: str, zone: Optional[str] = None):
-        """Bounded wait for an Operation: one zoneOperations/globalOperations.wait call
-        (the server holds it until DONE or about two minutes), then classify its errors."""
+        """The one server-side wait a primitive may make: a single zoneOperations/globalOperations.wait
+        request (the server holds it until DONE or about two minutes; ``operation_timeout_s`` on the
+        client), never repeated; then classify the operation's errors."""
         done = compute_v1.Operation.Status.DONE
         if op.status != done:
             if zone:
                 op = self._call(where + " wait", self._client("zone_operations").wait, project=self.project,
-                                zone=zone, operation=op.name, timeout=self.op_timeout)
+                                zone=zone, operation=op.name, timeout=self.op_timeout, retry=SENT_ONCE)
             else:
                 op = self._call(where + " wait", self._client("global_operations").wait,
-                                project=self.project, operation=op.name, timeout=self.op_timeout)
+                                project=self.project, operation=op.name, timeout=self.op_timeout, retry=SENT_ONCE)
         if op.status != done:
             # The core retries; create observes first and adopts the instance if it appears.
             raise ProviderError(ErrorKind.TRANSIENT, "gcp %s: operation %s still %s after the wait"
@@ -370,7 +380,7 @@ class GcpProvider(TypedOptionsProvider):
         if found is None:
             try:
                 op = self._call("firewalls.insert", firewalls.insert_unary, project=self.project,
-                                firewall_resource=desired, timeout=self.timeout)
+                                firewall_resource=desired, timeout=self.timeout, retry=SENT_ONCE)
                 self._finish(op, "firewalls.insert")
             except ProviderError as err:
                 if _http_status(err.__cause__) != 409:  # 409: a concurrent prepare made it
@@ -379,7 +389,7 @@ class GcpProvider(TypedOptionsProvider):
               or found.description != desired.description
               or sorted(p for a in found.allowed for p in a.ports) != sorted(str(p) for p in ports)):
             op = self._call("firewalls.patch", firewalls.patch_unary, project=self.project, firewall=rule,
-                            firewall_resource=desired, timeout=self.timeout)
+                            firewall_resource=desired, timeout=self.timeout, retry=SENT_ONCE)
             self._finish(op, "firewalls.patch")
         prepared = {"firewall": rule, "network_tag": rule, "network": self.network,
                     "source_ranges": cidrs, "ports": ports, "ssh_user": self._ssh_user(spec)}
@@ -439,7 +449,8 @@ class GcpProvider(TypedOptionsProvider):
         instances = self._client("instances")
         try:
             op = self._call("instances.insert", instances.insert_unary, project=self.project, zone=offer.zone,
-                            instance_resource=self._instance(offer, prepared, spec, name), timeout=self.timeout)
+                            instance_resource=self._instance(offer, prepared, spec, name), timeout=self.timeout,
+                            retry=SENT_ONCE)
         except ProviderError as err:
             if _http_status(err.__cause__) != 409:
                 raise
@@ -495,7 +506,7 @@ class GcpProvider(TypedOptionsProvider):
         for instance_id in instance_ids:
             # The delete Operation is not awaited: teardown observes until the instance is gone.
             self._call_or_none("instances.delete", self._client("instances").delete_unary, project=self.project,
-                               zone=location.zone, instance=instance_id, timeout=self.timeout)
+                               zone=location.zone, instance=instance_id, timeout=self.timeout, retry=SENT_ONCE)
 
     def cleanup(self, location: Location, vm_name: str) -> None:
         """Delete this journal's firewall rule of the VM, and the rule of the name used
@@ -504,7 +515,7 @@ class GcpProvider(TypedOptionsProvider):
         firewalls = self._client("firewalls")
         own = catalog.firewall_name(vm, self.journal_id)
         self._call_or_none("firewalls.delete", firewalls.delete_unary, project=self.project, firewall=own,
-                           timeout=self.timeout)
+                           timeout=self.timeout, retry=SENT_ONCE)
         legacy = catalog.firewall_name(vm)
         if legacy == own:
             return
@@ -515,7 +526,7 @@ class GcpProvider(TypedOptionsProvider):
         made_by = catalog.described_identity(found.description).get(JOURNAL_ID_TAG)
         if made_by is None or made_by == self.journal_id:
             self._call_or_none("firewalls.delete", firewalls.delete_unary, project=self.project, firewall=legacy,
-                               timeout=self.timeout)
+                               timeout=self.timeout, retry=SENT_ONCE)
 
     can_retag = True
 
@@ -555,7 +566,7 @@ class GcpProvider(TypedOptionsProvider):
                 labels.pop(name)
             body = body_type(labels=labels, label_fingerprint=resource.label_fingerprint)
             op = self._call(kind + ".setLabels", set_labels, project=self.project, zone=location.zone,
-                            timeout=self.timeout, **{name_arg: resource.name, body_arg: body})
+                            timeout=self.timeout, retry=SENT_ONCE, **{name_arg: resource.name, body_arg: body})
             error = classify_operation(op, "gcp %s.setLabels" % kind) \
                 if op.status == compute_v1.Operation.Status.DONE else None
             if error is not None:

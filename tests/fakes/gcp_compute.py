@@ -336,12 +336,11 @@ class GcpComputeFake:
 
     def _handle(self, request: Request) -> Response:
         with self._lock:
-            for method, rx, key, fn in self._routes:
-                match = rx.match(request.path)
-                if method == request.method and match:
-                    break
-            else:
+            route = next(((key, fn, match) for method, rx, key, fn in self._routes
+                          for match in [rx.match(request.path)] if method == request.method and match), None)
+            if route is None:
                 return self._error(FakeError(404, "The requested URL %s was not found on this server." % request.path))
+            key, fn, match = route
             body = request.get_json(silent=True) if request.data else None
             args = request.args.to_dict()
             self.calls.append({"key": key, "method": request.method, "path": request.path, "args": args, "body": body})

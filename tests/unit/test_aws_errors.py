@@ -17,7 +17,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BlockScope, ErrorKind, InstanceSpec, Location, Offer, ProviderError,
 )
 
-C, Q, U, F, I, T, K = (ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.UNAVAILABLE, ErrorKind.FAILED,
+C, Q, U, F, INV, T, K = (ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.UNAVAILABLE, ErrorKind.FAILED,
                        ErrorKind.INVALID_REQUEST, ErrorKind.TRANSIENT, ErrorKind.CREDENTIALS)
 
 # (code, HTTP status, kind, effective block scope). Statuses are what EC2 sends:
@@ -43,13 +43,13 @@ ROWS = [
     ("VolumeLimitExceeded", 400, Q, BlockScope.REGION),
     ("InvalidParameterCombination", 400, F, BlockScope.OFFER),
     ("IdempotentParameterMismatch", 400, F, BlockScope.OFFER),
-    ("InvalidParameterValue", 400, I, None),
-    ("InvalidParameter", 400, I, None),
-    ("MissingParameter", 400, I, None),
-    ("UnknownParameter", 400, I, None),
-    ("InvalidUserData.Malformed", 400, I, None),
-    ("ValidationError", 400, I, None),
-    ("ValidationException", 400, I, None),
+    ("InvalidParameterValue", 400, INV, None),
+    ("InvalidParameter", 400, INV, None),
+    ("MissingParameter", 400, INV, None),
+    ("UnknownParameter", 400, INV, None),
+    ("InvalidUserData.Malformed", 400, INV, None),
+    ("ValidationError", 400, INV, None),
+    ("ValidationException", 400, INV, None),
     ("InvalidGroup.NotFound", 400, T, None),
     ("InvalidSubnetID.NotFound", 400, T, None),
     ("DependencyViolation", 400, T, None),
@@ -79,11 +79,11 @@ ROWS = [
     ("RequestTimeout", 400, T, None),
     ("RequestTimeoutException", 408, T, None),
     # prefixes
-    ("InvalidAMIID.NotFound", 400, I, None),
-    ("InvalidAMIID.Malformed", 400, I, None),
-    ("InvalidAMIID.Unavailable", 400, I, None),
-    ("InvalidKeyPair.NotFound", 400, I, None),
-    ("InvalidBlockDeviceMapping", 400, I, None),
+    ("InvalidAMIID.NotFound", 400, INV, None),
+    ("InvalidAMIID.Malformed", 400, INV, None),
+    ("InvalidAMIID.Unavailable", 400, INV, None),
+    ("InvalidKeyPair.NotFound", 400, INV, None),
+    ("InvalidBlockDeviceMapping", 400, INV, None),
     # unknown: Failed, unless the server says it is its own trouble (5xx)
     ("SomethingNobodyDocumented", 400, F, BlockScope.OFFER),
     ("SomethingNobodyDocumented", 503, T, None),
@@ -122,7 +122,7 @@ def test_classify_code_matches_exception_path(code, status, kind, block):
     (bce.PartialCredentialsError(provider="env", cred_var="AWS_SECRET_ACCESS_KEY"), K),
     (bce.ProfileNotFound(profile="nope"), K),
     (bce.CredentialRetrievalError(provider="sso", error_msg="expired"), K),
-    (bce.ParamValidationError(report="InstanceType: wrong type"), I),
+    (bce.ParamValidationError(report="InstanceType: wrong type"), INV),
     (ValueError("something else"), F),
 ])
 def test_classify_sdk_exceptions(exc, kind):

@@ -471,12 +471,12 @@ class AwsProvider(TypedOptionsProvider):
             # Asked once, never retried: a controller that cannot reach it is told what to set instead.
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and this controller's public "
                                 "address could not be looked up at %s (cloud_options.aws.controller_ip_url): %s; %s"
-                                % (url, getattr(exc, "reason", None) or exc, _SET_CIDRS))
+                                % (url, getattr(exc, "reason", None) or exc, _SET_CIDRS)) from exc
         try:
             address = ipaddress.ip_address(text)
         except ValueError:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "allowed_cidrs: not set, and %s answered %r, not an IP "
-                                "address; %s" % (url, text[:40], _SET_CIDRS))
+                                "address; %s" % (url, text[:40], _SET_CIDRS)) from None
         self._controller_cidrs = ["%s/%d" % (address, address.max_prefixlen)]
         return self._controller_cidrs
 
@@ -583,7 +583,7 @@ class AwsProvider(TypedOptionsProvider):
                 ec2_once.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=wanted)
             except ClientError as exc:
                 if error_code(exc) == "InvalidPermission.Duplicate":  # raced: re-run reads the rules again
-                    raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name)
+                    raise ProviderError(ErrorKind.TRANSIENT, "security group %s changed while preparing" % group_name) from exc
                 raise
         return group["GroupId"]
 

@@ -118,7 +118,7 @@ def _pages(pager, where: str) -> List[Any]:
     may answer pages with no result and a next token."""
     listing = Listing(where, key=_entry_key)
     found, kept = [], set()
-    for _number, page in zip(range(listing.max_pages), pager.pages):  # the next page is fetched only when asked
+    for _number, page in zip(range(listing.max_pages), pager.pages, strict=False):  # the next page is fetched only when asked
         items = page.items
         entries = list(items.items()) if isinstance(items, Mapping) else list(items)
         listing.add([entry for entry in entries if _lists_something(entry)])
@@ -198,10 +198,10 @@ class GcpProvider(TypedOptionsProvider):
                 else:
                     self._credentials, _project = google.auth.default(scopes=SCOPES)
             except (OSError, ValueError) as exc:
-                raise ProviderError(ErrorKind.CREDENTIALS, "credentials_file: cannot load %r: %s" % (path, exc))
+                raise ProviderError(ErrorKind.CREDENTIALS, "credentials_file: cannot load %r: %s" % (path, exc)) from exc
             except Exception as exc:  # DefaultCredentialsError and friends
                 raise ProviderError(ErrorKind.CREDENTIALS, "%s (%s)" % (CREDENTIALS.message(), type(exc).__name__),
-                                    BlockScope.CLOUD)
+                                    BlockScope.CLOUD) from exc
         return self._credentials
 
     def _client(self, kind: str):
@@ -460,16 +460,16 @@ class GcpProvider(TypedOptionsProvider):
                                        instance=name, timeout=self.timeout, retry=self.read_retry)
             if found is None or found.labels.get(VM_NAME_TAG) != vm:
                 raise ProviderError(ErrorKind.FAILED, "gcp instances.insert: an instance named %r without label "
-                                    "%s=%s already exists in %s" % (name, VM_NAME_TAG, vm, offer.zone))
+                                    "%s=%s already exists in %s" % (name, VM_NAME_TAG, vm, offer.zone)) from err
             made_by = found.labels.get(JOURNAL_ID_TAG) or None
             if made_by is not None and made_by != self.journal_id:
                 raise ProviderError(ErrorKind.INVALID_REQUEST, "%s exists on gcp in %s, made by another controller "
-                                    "(journal %s)" % (vm, offer.zone, made_by))
+                                    "(journal %s)" % (vm, offer.zone, made_by)) from err
             if STATUS_MAP.get(found.status) in (Status.STOPPING, Status.STOPPED):
                 # A leftover the core has just deleted (or stopped): not an instance to hand back
                 # as this create's; the name is free again once it is gone.
                 raise ProviderError(ErrorKind.TRANSIENT, "gcp instances.insert: %s in %s is %s; the name is "
-                                    "free once it is gone" % (name, offer.zone, found.status))
+                                    "free once it is gone" % (name, offer.zone, found.status)) from err
             return name  # ours, or made before journal ids (adoptable by name)
         self._finish(op, "instances.insert", zone=offer.zone)
         return name

@@ -292,3 +292,43 @@ def test_a_planning_outage_is_exhausted_with_an_empty_search(tmp_path):
 
     assert out.state == {"kind": "Exhausted", "reason": "planning failed: plan fakea: Transient: catalog 502",
                          "search": {"offers": [], "cursor": 0, "blocked": [], "history": [], "round": 0}}
+
+
+# --- the pace of waits ---------------------------------------------------------------------
+
+def test_a_new_vms_ssh_login_is_tried_again_after_a_quarter_second_then_less_often(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    w = World(tmp_path, [p])
+    refusals = iter([launch.SshNotReady("connection refused")] * 3)
+    w.ssh.default = lambda endpoint: next(refusals, None)
+    seen = []
+
+    def record(seconds):
+        if kind_of(w.row().label) == "Connecting":
+            seen.append(seconds)
+    w.clock.on_wait = record
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready"
+    assert seen[0] == launch.SSH_POLL_FIRST_S == 0.25          # a fresh sshd answers within a moment
+    assert all(s <= launch.SSH_POLL_MAX_S == 2.0 for s in seen) and len(seen) == 3
+
+
+def test_a_throttled_create_waits_at_least_what_the_cloud_asked(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    throttled = ProviderError(ErrorKind.TRANSIENT, "429 Too Many Requests")
+    throttled.retry_after = 45.0
+    p.fail("create", throttled, times=1)
+    w = World(tmp_path, [p])
+    waits_in_creating = []
+
+    def record(seconds):
+        if kind_of(w.row().label) == "Creating":
+            waits_in_creating.append(seconds)
+    w.clock.on_wait = record
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready" and p.calls["create"] == 2
+    assert waits_in_creating and waits_in_creating[0] >= 45.0

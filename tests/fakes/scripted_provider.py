@@ -452,8 +452,9 @@ class World:
     def executor(self, machine, before_commit=None, cancel=None):
         import random
         from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import CancelToken, Executor
-        return Executor(self.journal, machine, clock=self.clock, cancel=cancel or CancelToken(self.clock),
-                        before_commit=before_commit, rng=random.Random(7), heartbeat=False)
+        from ansible_collections.gpuprov.cloud.tests.fakes.commit_hook import with_commit_hook
+        return Executor(with_commit_hook(self.journal, before_commit), machine, clock=self.clock,
+                        cancel=cancel or CancelToken(self.clock), rng=random.Random(7), heartbeat=False)
 
     def launch(self, before_commit=None, cancel=None):
         from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch

@@ -23,6 +23,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
     Conflict, Journal, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
+from ansible_collections.gpuprov.cloud.tests.fakes.commit_hook import with_commit_hook
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import (
     Crash, FakeClock, ScriptedMachine, ToyMachine, ToyWorld, deadline_poller, toy_initial,
 )
@@ -65,10 +66,11 @@ class FakeWaitToken(CancelToken):
         return False
 
 
-def executor(journal, machine, clock, **kw):
+def executor(journal, machine, clock, before_commit=None, **kw):
+    """The executor on ``journal``; ``before_commit(old, new)`` runs right before each commit (commit_hook.py)."""
     kw.setdefault("heartbeat", False)
     kw.setdefault("rng", random.Random(SEED))
-    return Executor(journal, machine, clock=clock, **kw)
+    return Executor(with_commit_hook(journal, before_commit), machine, clock=clock, **kw)
 
 
 def row_of(path, key=KEY):

@@ -386,5 +386,3 @@ def test_targets_remember_whether_a_create_call_was_made():
     merged = teardown.merge_targets([teardown.target(where, [], created=False)],
                                     [teardown.target(where, [], created=True)])
     assert merged[0]["created"] is True
-    legacy = {"location": where, "instance_ids": []}     # journalled before the flag existed
-    assert teardown.created_at(legacy) is True

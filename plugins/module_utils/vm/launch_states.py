@@ -241,7 +241,7 @@ class Connecting:
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Connecting":
         return cls(_search_or_none(data["search"]), data["instance_id"], SshEndpoint.from_dict(data["endpoint"]),
-                   data["reused"], data.get("zone"), data.get("vm"))
+                   data["reused"], data["zone"], data.get("vm"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,17 +371,29 @@ TERMINAL = (Ready, Aborted, Leaked)
 
 def migrate_state(kind: str, data: Dict[str, Any]) -> Dict[str, Any]:
     """``data`` (a journalled launch state of ``kind``) in the shape this version writes: the one place
-    an older shape is upgraded, so that every state any released version journalled loads.
+    an older shape is upgraded, so that every state a released version journalled loads (0.1.0, and
+    commit 9faadf1 within it; tests/unit/test_journals_9faadf1.py resumes one of each).
 
-    An Aborted state is written with ``targets`` always, and ``vm`` and ``search`` only when it has
-    them; 0.1.0 left out ``targets`` where a resumed step kept failing and wrote ``"vm": null`` where
-    a reconcile failed without a VM: both mean the same, and read so."""
+    * Aborted is written with ``targets`` always, ``vm`` and ``search`` only when it has them; 0.1.0 left
+      out ``targets`` where a resumed step kept failing, and wrote ``"vm": null`` where a reconcile failed
+      without a VM: both mean the same.
+    * Connecting always names its ``zone``; 0.1.0 wrote none for a reused VM (its record has it).
+    * A VM record (Ready's, a kept one of Aborted, a reused VM's in Connecting) written before records
+      kept their offer's places (9faadf1 among them): its region and zone are its places, matched case by
+      case, as the reuse check judged such a record (vm/request_match.py)."""
     if kind == Aborted.kind:
         data = dict(data, targets=data.get("targets") or [])
         if data.get("vm") is None:
             data.pop("vm", None)
         if data.get("search") is None:
             data.pop("search", None)
+    if kind == Connecting.kind and "zone" not in data:
+        data = dict(data, zone=None)
+    vm = data.get("vm") if kind in (Ready.kind, Aborted.kind, Connecting.kind) else None
+    if isinstance(vm, dict) and "places" not in vm:
+        location = vm["location"]
+        data = dict(data, vm=dict(vm, places=[p for p in (location["region"], location.get("zone")) if p],
+                                  regions_fold=False))
     return data
 
 

@@ -19,7 +19,7 @@ A target is plain JSON, as ``target()`` makes it: ``{"location": Location.to_dic
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Dict, List, Literal, Optional, Type, TypeVar, Union
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple, Type, TypeVar, Union
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location
 
@@ -185,7 +185,8 @@ def moved(to: Type[_Next], state: TeardownFields, targets: Optional[List[Target]
 
 TeardownState = Union[Requesting, AwaitingGone, DeletionRequested, CleaningUp, Done, Leaked]
 TERMINAL = (Done, Leaked)
-_STATES: Dict[str, Any] = {cls.kind: cls for cls in (Requesting, AwaitingGone, DeletionRequested, CleaningUp, Done, Leaked)}
+STATES: Tuple[Any, ...] = (Requesting, AwaitingGone, DeletionRequested, CleaningUp, Done, Leaked)
+_BY_KIND: Dict[str, Any] = {cls.kind: cls for cls in STATES}
 
 
 def initial(vm_name: str, targets: List[Target], reason: str = "") -> Requesting:
@@ -204,7 +205,7 @@ def migrate_state(kind: str, data: Dict[str, Any]) -> Dict[str, Any]:
 def from_dict(data: Dict[str, Any]) -> TeardownState:
     """The teardown state a journalled dict holds (KeyError or ValueError for one no version wrote)."""
     kind = data["kind"]
-    cls = _STATES.get(kind)
+    cls = _BY_KIND.get(kind)
     if cls is None:
         raise ValueError("unknown teardown state %r" % (kind,))
     state: TeardownState = cls.from_dict(migrate_state(kind, data))

@@ -172,6 +172,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_journal_path, default_state_dir, journal_location,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import ready_part, ready_vm_in
 
 CONFIG_NAMES = ("gpuprov.yml", "gpuprov.yaml", "gpuprov.journal.yml", "gpuprov.journal.yaml")
 CONFIG_SUFFIXES = (".gpuprov.yml", ".gpuprov.yaml", ".gpuprov_journal.yml", ".gpuprov_journal.yaml")
@@ -210,7 +211,7 @@ def tags_of(row, state=None):
     detail = row.get("detail")
     tags = detail.get("tags") if isinstance(detail, dict) else None
     if not isinstance(tags, dict):
-        vm = (state or {}).get("vm") if (state or {}).get("kind") == "Ready" else None
+        vm = ready_vm_in(state)
         tags = vm.get("tags") if vm and vm.get("instance_id") == row.get("instance_id") else None
     return dict(tags) if isinstance(tags, dict) else {}
 
@@ -301,7 +302,7 @@ def python_of(row, state):
     detail = row.get("detail")
     if isinstance(detail, dict) and detail.get("python_interpreter"):
         return detail["python_interpreter"]
-    vm = (state or {}).get("vm") if (state or {}).get("kind") == "Ready" else None
+    vm = ready_vm_in(state)
     if vm and vm.get("instance_id") == row.get("instance_id") and vm.get("python_interpreter"):
         return vm["python_interpreter"]
     return cloud_python(row.get("cloud"))
@@ -404,7 +405,7 @@ def _read_rows(path, password, files):
             rows_read()
         rows = [row for row, _vm in read["listing"]]
         # Only a Ready state's vm record is read (tags_of, python_of): the rest of the state is not needed.
-        states = {row["name"]: {"kind": "Ready", "vm": vm} for row, vm in read["listing"] if vm is not None}
+        states = {row["name"]: ready_part(vm) for row, vm in read["listing"] if vm is not None}
         return rows, states
     finally:
         journal.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Executor, LeaseLost
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
@@ -39,11 +39,12 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown, teardown_states
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import plan_clouds
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import InstanceRecord
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
-    DELETION_REQUESTED, INSTANCE_RECORD_KIND, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
+    INSTANCE_RECORD_KIND, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
 )
 
 PLAN_NAME = "offers"   # the VM name a plan is made for when the task names none
@@ -329,7 +330,7 @@ def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) ->
         ttl = _lease_ttl(params)
         journal.acquire(key, owner, ttl)
         try:
-            record = InstanceRecord(journal, key, owner, ttl)
+            record = InstanceRecorder(journal, key, owner, ttl)
             return _present_with(_provider(cloud, params, [cloud], journal.journal_id), params, name, False, record)
         finally:
             journal.release(key, owner)
@@ -337,9 +338,10 @@ def _present(params: Dict[str, Any], name: str, cloud: str, check_mode: bool) ->
         journal.close()
 
 
-class InstanceRecord:
-    """The journal row (``instance:<cloud>:<vm name>``, kind ``instance``) that says an instance task
-    made, or found and kept, an instance at a location: the orphan sweep and ``status`` see it as
+class InstanceRecorder:
+    """Writes the journal row (``instance:<cloud>:<vm name>``, kind ``instance``, holding a
+    teardown_states.InstanceRecord) that says an instance task made, or found and kept, an
+    instance at a location: the orphan sweep and ``status`` see it as
     owned until ``state=absent`` tears it down (vm/instance_teardown.py). Written under the key's
     lease, before create is called (``Creating``, which owns whatever may appear there) and again
     with the instance id (``Present``); both are terminal, so a crash between leaves a row that
@@ -350,9 +352,9 @@ class InstanceRecord:
     def __init__(self, journal: JournalStore, key: str, owner: str, ttl: float):
         self.journal, self.key, self.owner, self.ttl = journal, key, owner, ttl
 
-    def write(self, kind: str, name: str, where: Location, instance_id: Optional[str] = None) -> None:
-        state = {"kind": kind, "vm_name": name, "location": where.to_dict(), "instance_id": instance_id,
-                 "targets": [teardown.target(where.to_dict(), [instance_id] if instance_id else [])]}
+    def write(self, kind: Literal["Creating", "Present"], name: str, where: Location, instance_id: Optional[str] = None) -> None:
+        state = InstanceRecord(kind, name, where.to_dict(), instance_id,
+                               [teardown.target(where.to_dict(), [instance_id] if instance_id else [])]).to_dict()
         row = self.journal.load(self.key)
         if row is not None and row.kind == self.KIND and row.state == state:
             return   # a re-run that found what it recorded: nothing to write
@@ -365,7 +367,7 @@ class InstanceRecord:
 
 
 def _present_with(provider: Provider, params: Dict[str, Any], name: str, check_mode: bool,
-                  record: Optional[InstanceRecord] = None) -> Dict[str, Any]:
+                  record: Optional[InstanceRecorder] = None) -> Dict[str, Any]:
     offer = _select_offer(provider, params, name)
     where = offer.location
     found = _call("observe", where, provider.observe, where, name)
@@ -457,26 +459,26 @@ def _absent(params: Dict[str, Any], name: str, cloud: str, check_mode: bool,
 
 
 def _absent_result(name: str, where: Location, provider: WatchedProvider, outcome, journal: JournalStore) -> Dict[str, Any]:
-    state = outcome.state
+    state = teardown_states.from_dict(outcome.state)
     seen = provider.seen.get(str(where)) or []
     deleted = sorted(i for _where, i in provider.requested)
     result = {"location": where.to_dict(), "instances": [instance_row(o, where) for o in seen],
               "deleted": deleted, "changed": bool(deleted), "cleaned_up": str(where) in provider.cleaned,
               "state": outcome.label, "journal": journal.path,
               "warnings": _left_alone(name, where, _foreign(seen, journal.journal_id))}
-    others = [t for t in state["targets"] if str(Location.from_dict(t["location"])) != str(where)]
-    also = "; also cleared what an earlier task left: %s" % teardown._describe(others) if others else ""
-    if state["kind"] == "Done":
+    others = [t for t in state.targets if str(Location.from_dict(t["location"])) != str(where)]
+    also = "; also cleared what an earlier task left: %s" % teardown.describe_targets(others) if others else ""
+    if isinstance(state, teardown_states.Done):
         what = ("deleted %s" % ", ".join(deleted)) if deleted else "no instance"
         return dict(result, msg="%s: %s at %s; side resources removed%s" % (name, what, where, also))
-    if state["kind"] == DELETION_REQUESTED:
+    if isinstance(state, teardown_states.DeletionRequested):
         leaving = [o for o in seen if o.owned_by(journal.journal_id)]
         ids = ", ".join("%s (%s)" % (o.instance_id, o.status) for o in leaving) or "its instances"
         return dict(result, msg="%s: deletion requested for %s at %s; cleanup runs once they are gone (run again)%s"
                     % (name, ids, where, also))
-    return dict(result, failed=True, leaked=state["targets"],
+    return dict(result, failed=True, leaked=state.targets,
                 msg="%s: teardown incomplete (%s); resources may still bill: %s. Run the task again to retry."
-                % (name, state.get("reason"), teardown._describe(state["targets"])))
+                % (name, state.reason, teardown.describe_targets(state.targets)))
 
 
 # -- instance_info ----------------------------------------------------------------------------

@@ -381,7 +381,7 @@ def test_an_unreachable_cloud_is_unknown_not_a_disagreement(home):
     location = {"cloud": "docker", "region": "local", "zone": None}
     vm_record = {"name": "far1", "location": location, "instance_id": "c0ffee", "host_key_alias": "gpuprov-far1-x",
                  "ssh": {"host": "127.0.0.1", "port": 9, "user": "root"}}
-    _rewrite(home, "far1", "launch", {"kind": "Ready", "vm": vm_record, "reused": False}, "Ready", True)
+    _rewrite(home, "far1", "launch", {"kind": "Ready", "vm": vm_record, "reused": False, "search": None}, "Ready", True)
     report = _check(cloud_options={"docker": {"docker_host": "tcp://127.0.0.1:9", "timeout": 2}})
     vm = _vm(report, "far1")
     assert vm["cloud"]["errors"] and vm["cloud"]["errors"][0]["kind"] == "Transient"

@@ -46,12 +46,24 @@ def _default(field):
     return dataclasses.MISSING
 
 
+# Fields whose value must agree with another field's: (class name, field) -> a maker of the value.
+# A Reconciling state's ``previous`` is a state of the ``previous_kind`` machine.
+AGREEING = {
+    ("Reconciling", "previous"): lambda: full(CLASSES["teardown_states.AwaitingGone"]),
+    ("Reconciling", "previous_kind"): lambda: "teardown",
+}
+
+
 def value_for(kind, name, default):
     """A JSON-able value of type ``kind`` for field ``name``, unlike ``default``."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin is typing.Union:
-        (inner,) = [a for a in args if a is not type(None)]
-        return value_for(inner, name, default)
+        inner = [a for a in args if a is not type(None)]
+        # A union of records (the states a field may hold): the first of them stands for all
+        # (each has its own round trip here).
+        return value_for(inner[0], name, default)
+    if origin is typing.Literal:
+        return args[-1] if args[-1] != default else args[0]
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return full(kind)
     if kind is bool:
@@ -79,7 +91,9 @@ def full(cls):
     hints = typing.get_type_hints(cls)
     values = {}
     for field in dataclasses.fields(cls):
-        values[field.name] = value_for(hints[field.name], "%s.%s" % (cls.__name__, field.name), _default(field))
+        agreeing = AGREEING.get((cls.__name__, field.name))
+        values[field.name] = agreeing() if agreeing else value_for(
+            hints[field.name], "%s.%s" % (cls.__name__, field.name), _default(field))
     made = cls(**values)
     for field in dataclasses.fields(cls):
         default = _default(field)

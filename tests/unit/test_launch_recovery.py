@@ -295,8 +295,11 @@ def test_regions_are_judged_on_a_rerun_exactly_as_plan_matched_the_offer(tmp_pat
 
 
 def test_a_vm_record_written_before_places_is_judged_by_its_region_and_zone():
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.request_match import in_regions
-    old = {"location": {"cloud": A, "region": "r1", "zone": "r1-b"}}
+    journalled = {"kind": "Ready", "reused": False, "search": None,
+                  "vm": {"location": {"cloud": A, "region": "r1", "zone": "r1-b"}}}
+    old = launch_states.from_dict(journalled).vm    # read as every journalled state is: through the migration
     assert in_regions(old, ["r1"]) and in_regions(old, ["r1-b"]) and not in_regions(old, ["R1", "r2"])
 
 
@@ -386,5 +389,3 @@ def test_targets_remember_whether_a_create_call_was_made():
     merged = teardown.merge_targets([teardown.target(where, [], created=False)],
                                     [teardown.target(where, [], created=True)])
     assert merged[0]["created"] is True
-    legacy = {"location": where, "instance_ids": []}     # journalled before the flag existed
-    assert teardown.created_at(legacy) is True

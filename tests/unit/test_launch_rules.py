@@ -95,7 +95,8 @@ def leak_by_failing_delete(tmp_path):
 
 def test_nothing_journalled_owns_nothing_and_a_teardown_without_targets_owns_nothing():
     assert launch.owned_targets(None, None) == []
-    assert launch.owned_targets({"kind": "Done"}, teardown.TeardownMachine.KIND) == []
+    assert launch.owned_targets({"kind": "Done", "vm_name": "vm1", "targets": [], "reason": "down requested"},
+                                teardown.TeardownMachine.KIND) == []
 
 
 def test_a_cancel_before_anything_was_made_aborts_owning_nothing(tmp_path):
@@ -402,7 +403,7 @@ def test_a_fresh_run_whose_first_step_keeps_failing_aborts_without_a_cloud_call(
     out = w.launch()
 
     assert out.state == {"kind": "Aborted", "reason": "cannot reconcile the journalled VM: OSError: disk full",
-                         "targets": [], "vm": None}
+                         "targets": []}
     assert sum(p.calls.values()) == 0
 
 
@@ -417,7 +418,7 @@ def test_a_resumed_next_offer_whose_step_keeps_failing_aborts_naming_the_error(t
 
     out = w.launch()
 
-    assert out.resumed and out.state == {"kind": "Aborted", "reason": "OSError: disk full"}
+    assert out.resumed and out.state == {"kind": "Aborted", "reason": "OSError: disk full", "targets": []}
     assert p.calls["create"] == 1
     w.assert_clean()
 

@@ -25,7 +25,8 @@ def _journal_with_rows(path):
                            "error": {"kind": "Transient", "msg": "429 Too Many Requests", "block": None}},
                           {"offer": "lambda:us-east-1:gpu_1x_h100_pcie", "outcome": "Capacity",
                            "error": {"kind": "Capacity", "msg": "Not enough capacity", "block": "offer"}}]}
-    journal.transition("up1", owner, version, {"kind": "Ready", "vm": {"price_per_hour": 6.88}, "search": search},
+    journal.transition("up1", owner, version, {"kind": "Ready", "vm": {"price_per_hour": 6.88, "location": LOC}, "reused": False,
+                                               "search": search},
                        "Ready", True, "Reconciling", "SSH login OK")
     journal.release("up1", owner)
     projection.upsert_vm(journal, "up1", cloud="aws", region="us-east-1", instance_id="i-1",

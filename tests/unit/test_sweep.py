@@ -15,7 +15,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     InstanceSpec, Location, Owned, ResourceKind, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states, projection, sweep, teardown_states
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import (
     FOREIGN, LEGACY, ORPHAN, OWNED, RowView, classify, removal_groups,
@@ -33,7 +33,21 @@ def owned(vm_name="vm1", journal_id=MINE, location=AWS, kind=ResourceKind.INSTAN
 
 def ready_row(location=AWS, instance_id="i-1", running=False):
     vm = {"name": "vm1", "location": location.to_dict(), "instance_id": instance_id}
-    return RowView("vm1", "launch", {"kind": "Ready", "vm": vm}, True, running)
+    return RowView("vm1", "launch", launch_states.Ready(vm, False, None), True, running)
+
+
+def launch_row(state, terminal, running=False, key="vm1"):
+    """A launch row whose state is ``state`` (as journalled)."""
+    return RowView(key, "launch", launch_states.from_dict(state), terminal, running)
+
+
+def teardown_row(key, kind, state, terminal=True):
+    """A teardown row (machine ``kind``) whose state is ``state`` (as journalled)."""
+    return RowView(key, kind, teardown_states.from_dict(state), terminal, False)
+
+
+SEARCH = {"plan": "p1", "size": 1, "cursor": 0, "blocked": [], "round": 0,
+          "offer": {"cloud": "gcp", "region": "us-central1", "instance_type": "g2-standard-4"}}
 
 
 # -- the join ---------------------------------------------------------------------------
@@ -55,36 +69,36 @@ def test_a_ready_row_owns_everything_of_its_name_on_its_cloud_and_nothing_elsewh
 
 
 def test_a_run_in_progress_owns_everything_of_its_name():
-    creating = RowView("vm1", "launch", {"kind": "Creating"}, False, False)
+    creating = launch_row({"kind": "Creating", "search": SEARCH, "prepared": {}}, False)
     assert classify(owned(location=Location("gcp", "us-central1")), MINE, [creating])[0] == OWNED
-    leased = RowView("vm1", "launch", {"kind": "Aborted", "targets": []}, True, True)
+    leased = launch_row({"kind": "Aborted", "reason": "x", "targets": []}, True, running=True)
     assert classify(owned(), MINE, [leased])[0] == OWNED
 
 
 def test_done_and_aborted_rows_own_nothing_unless_they_name_it():
-    done = RowView("vm1", "teardown", {"kind": "Done", "vm_name": "vm1",
-                                       "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    done = teardown_row("vm1", "teardown", {"kind": "Done", "vm_name": "vm1", "reason": "down requested",
+                                            "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"],
+                                                         "created": True}]})
     assert classify(owned(), MINE, [done])[0] == ORPHAN
-    aborted = RowView("vm1", "launch", {"kind": "Aborted", "reason": "x", "targets": []}, True, False)
+    aborted = launch_row({"kind": "Aborted", "reason": "x", "targets": []}, True)
     assert classify(owned(), MINE, [aborted])[0] == ORPHAN
-    kept = RowView("vm1", "launch", {"kind": "Aborted", "reason": "x", "targets": [],
-                                     "vm": {"location": AWS.to_dict(), "instance_id": "i-1"}}, True, False)
+    kept = launch_row({"kind": "Aborted", "reason": "x", "targets": [],
+                       "vm": {"location": AWS.to_dict(), "instance_id": "i-1"}}, True)
     assert classify(owned(), MINE, [kept])[0] == OWNED
-    exhausted = RowView("vm1", "launch", {"kind": "Exhausted", "search": {}}, True, False)
+    exhausted = launch_row({"kind": "Exhausted", "reason": "x", "search": {
+        "offers": [], "cursor": 0, "blocked": [], "history": [], "round": 0}}, True)
     assert classify(owned(), MINE, [exhausted])[0] == ORPHAN
 
 
 def test_a_leaked_row_and_an_unfinished_instance_teardown_own_their_locations():
-    leaked = RowView("vm1", "launch", {"kind": "Leaked", "reason": "x",
-                                       "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    targets = [{"location": AWS.to_dict(), "instance_ids": ["i-1"], "created": True}]
+    leaked = launch_row({"kind": "Leaked", "reason": "x", "targets": targets}, True)
     assert classify(owned(), MINE, [leaked])[0] == OWNED
-    requested = RowView("instance:aws:vm1", "instance-teardown",
-                        {"kind": "DeletionRequested", "vm_name": "vm1",
-                         "targets": [{"location": AWS.to_dict(), "instance_ids": ["i-1"]}]}, True, False)
+    requested = teardown_row("instance:aws:vm1", "instance-teardown", {
+        "kind": "DeletionRequested", "vm_name": "vm1", "reason": "instance state=absent", "targets": targets})
     assert classify(owned(), MINE, [None, requested])[0] == OWNED
-    finished = RowView("instance:aws:vm1", "instance-teardown",
-                       {"kind": "Done", "vm_name": "vm1", "targets": [{"location": AWS.to_dict(),
-                                                                       "instance_ids": ["i-1"]}]}, True, False)
+    finished = teardown_row("instance:aws:vm1", "instance-teardown", {
+        "kind": "Done", "vm_name": "vm1", "reason": "instance state=absent", "targets": targets})
     assert classify(owned(), MINE, [None, finished])[0] == ORPHAN
 
 
@@ -190,7 +204,8 @@ class World:
         """A row as a finished provision leaves it (Ready, owning the instance)."""
         vm = {"name": vm_name, "location": Location("local", "local").to_dict(), "instance_id": instance_id}
         owner = "test:%s" % uuid.uuid4().hex
-        self.journal.begin(vm_name, "launch", {"kind": "Ready", "vm": vm}, "Ready", True, owner, 60, None)
+        self.journal.begin(vm_name, "launch", {"kind": "Ready", "vm": vm, "reused": False, "search": None}, "Ready",
+                           True, owner, 60, None)
         self.journal.release(vm_name, owner)
 
     def listing(self):

@@ -26,7 +26,7 @@ import random
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generic, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import (
     Conflict, JournalError, JournalStore,
@@ -35,13 +35,18 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 
 
-class Next:
+# A machine's own state type: a JSON-able dict for a plain machine, a typed value for one that
+# converts at the journal (Machine.load_state / dump_state).
+S = TypeVar("S")
+
+
+class Next(Generic[S]):
     """Transition to ``state``; committed before the next step runs. ``rows``: (sql, args)
     writes to the machine's own tables, committed atomically with the state."""
 
     __slots__ = ("state", "note", "rows")
 
-    def __init__(self, state: Dict[str, Any], note: str = "", rows: Sequence[Tuple[str, Sequence[Any]]] = ()):
+    def __init__(self, state: S, note: str = "", rows: Sequence[Tuple[str, Sequence[Any]]] = ()):
         self.state = state
         self.note = note
         self.rows = rows
@@ -101,27 +106,41 @@ class HardCancel(BaseException):
     """A second interrupt: exit at once, leaving the journal resumable."""
 
 
-class Machine:
-    """A state machine over JSON-able dict states carrying a ``kind`` tag."""
+# What a step returns: the next state, or the same state again (after a wait or a backoff).
+StepResult = Union[Next[S], Poll, Retry]
+
+
+class Machine(Generic[S]):
+    """A state machine over states of type ``S``, journalled as JSON-able dicts carrying a ``kind``
+    tag. ``load_state`` and ``dump_state`` convert between the two at the journal; by default a
+    state is that dict itself."""
 
     KIND = "machine"
 
-    def is_terminal(self, state: Dict[str, Any]) -> bool:
+    def load_state(self, data: Dict[str, Any]) -> S:
+        """The state a journalled dict holds (raises KeyError, TypeError or ValueError for one it cannot read)."""
+        return cast(S, data)
+
+    def dump_state(self, state: S) -> Dict[str, Any]:
+        """The JSON-able dict the journal holds for ``state``."""
+        return cast(Dict[str, Any], state)
+
+    def is_terminal(self, state: S) -> bool:
         raise NotImplementedError
 
-    def label(self, state: Dict[str, Any]) -> str:
-        return state["kind"]
+    def label(self, state: S) -> str:
+        return str(self.dump_state(state)["kind"])
 
-    def step(self, state: Dict[str, Any], cx: "StepCx"):
+    def step(self, state: S, cx: "StepCx") -> StepResult[S]:
         raise NotImplementedError
 
-    def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
+    def retry_policy(self, state: S) -> RetryPolicy:
         return RetryPolicy()
 
-    def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
+    def on_retries_exhausted(self, state: S, last_error: str) -> S:
         raise NotImplementedError
 
-    def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def on_cancel(self, state: S) -> Optional[S]:
         return None
 
 
@@ -150,7 +169,7 @@ class CancelToken:
         """Sleep up to ``seconds``; return early (True) when cancellation is requested."""
         return self._event.wait(max(0.0, seconds))
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: Any) -> None:
         if self.first_at is not None and self.clock() - self.first_at > self.BURST_S:
             raise HardCancel("second interrupt (signal %d): stopping at once; the journal is resumable" % signum)
         self.request()
@@ -171,7 +190,7 @@ class CancelToken:
 class StepCx:
     """What a step may know about its run: time in state, the lease, the journal."""
 
-    def __init__(self, executor: "Executor", key: str, entered: float, attempt: int):
+    def __init__(self, executor: "Executor[Any]", key: str, entered: float, attempt: int):
         self._executor = executor
         self.key = key
         self._entered = entered
@@ -201,6 +220,8 @@ class StepCx:
 
 
 class Outcome:
+    """How a run ended; ``state`` is the final state as the journal holds it (the machine's dump_state)."""
+
     def __init__(self, key: str, state: Dict[str, Any], label: str, resumed: bool,
                  transitions: int, cancelled: bool):
         self.key = key
@@ -238,13 +259,13 @@ class _Heartbeat(threading.Thread):
             journal.close()
 
 
-class Executor:
+class Executor(Generic[S]):
     """Runs one machine on one journal. ``clock``/``sleep`` are injectable for tests."""
 
-    def __init__(self, journal: JournalStore, machine: Machine, owner: Optional[str] = None,
+    def __init__(self, journal: JournalStore, machine: Machine[S], owner: Optional[str] = None,
                  lease_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic,
-                 cancel: Optional[CancelToken] = None, on_event: Optional[Callable[[str, Dict], None]] = None,
-                 before_commit: Optional[Callable[[Dict, Dict], None]] = None,
+                 cancel: Optional[CancelToken] = None, on_event: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+                 before_commit: Optional[Callable[[Dict[str, Any], Dict[str, Any]], None]] = None,
                  rng: Optional[random.Random] = None, heartbeat: bool = True):
         self.journal = journal
         self.machine = machine
@@ -291,10 +312,11 @@ class Executor:
         except Exception:  # a broken progress printer must never stop a launch
             pass
 
-    def run(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], Dict[str, Any]],
+    def run(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], S],
             wait_poll: Optional[Callable[[float], Any]] = None) -> Outcome:
         """Resume ``key`` if its journalled state is non-terminal and of this machine,
-        else start from ``initial(previous_state, previous_kind)``."""
+        else start from ``initial(previous_state, previous_kind)`` (the journalled dict and
+        machine kind of the key's row, None for none)."""
         self.journal.acquire(key, self.owner, self.lease_ttl)
         try:
             return self._run(key, initial, wait_poll)
@@ -304,24 +326,36 @@ class Executor:
                 self._heartbeat = None
             self.journal.release(key, self.owner)
 
-    def _start(self, key: str, initial) -> tuple:
+    def _load(self, key: str, data: Dict[str, Any]) -> S:
+        """The machine's state of the journalled ``data``; a state it cannot read is a JournalError naming it."""
+        try:
+            return self.machine.load_state(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise JournalError("%s: the journal %s holds a %s state this version cannot read (%s: %s): %.300s"
+                               % (key, self.journal.location, self.machine.KIND, type(exc).__name__, exc, data))
+
+    def _start(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], S]) -> Tuple[S, int, bool]:
         """(state, version, resumed) after resuming or beginning ``key``."""
         machine = self.machine
         row = self.journal.load(key)
         # Terminality is the machine's call with this run's settings (e.g. retry_until_up).
-        if row is not None and row.kind == machine.KIND and not machine.is_terminal(row.state):
-            self.journal.renew(key, self.owner, self.lease_ttl)
-            self.journal.note(key, self.owner, row.version, row.label, "resumed by %s" % self.owner, event="resume")
-            self._emit("resume", label=row.label)
-            return row.state, row.version, True
+        if row is not None and row.kind == machine.KIND:
+            journalled = self._load(key, row.state)
+            if not machine.is_terminal(journalled):
+                self.journal.renew(key, self.owner, self.lease_ttl)
+                self.journal.note(key, self.owner, row.version, row.label, "resumed by %s" % self.owner,
+                                  event="resume")
+                self._emit("resume", label=row.label)
+                return journalled, row.version, True
         state = initial(row.state if row else None, row.kind if row else None)
-        version = self.journal.begin(key, machine.KIND, state, machine.label(state), machine.is_terminal(state),
-                                     self.owner, self.lease_ttl, row.version if row else None,
-                                     note="started by %s" % self.owner)
+        version = self.journal.begin(key, machine.KIND, machine.dump_state(state), machine.label(state),
+                                     machine.is_terminal(state), self.owner, self.lease_ttl,
+                                     row.version if row else None, note="started by %s" % self.owner)
         self._emit("begin", label=machine.label(state))
         return state, version, False
 
-    def _run(self, key: str, initial, wait_poll) -> Outcome:
+    def _run(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], S],
+             wait_poll: Optional[Callable[[float], Any]]) -> Outcome:
         machine = self.machine
         state, version, resumed = self._start(key, initial)
         if self.use_heartbeat:
@@ -354,6 +388,7 @@ class Executor:
                     transitions += 1
                     continue
             cx = StepCx(self, key, entered, attempts)
+            result: StepResult[S]
             try:
                 result = machine.step(state, cx)
             except (LeaseLost, HardCancel, Conflict):
@@ -392,14 +427,17 @@ class Executor:
                     wait(delay)
             else:
                 raise TypeError("step returned %r; expected Next, Poll or Retry" % (result,))
-        return Outcome(key, state, machine.label(state), resumed, transitions, self.cancel.requested)
+        return Outcome(key, machine.dump_state(state), machine.label(state), resumed, transitions,
+                       self.cancel.requested)
 
-    def _commit(self, key: str, version: int, old: Dict[str, Any], new: Dict[str, Any], note: str,
+    def _commit(self, key: str, version: int, old: S, new: S, note: str,
                 rows: Sequence[Tuple[str, Sequence[Any]]] = ()) -> int:
         machine = self.machine
+        journalled = machine.dump_state(new)
         if self.before_commit is not None:
-            self.before_commit(old, new)  # test hook: crash right before the commit
-        version = self.journal.transition(key, self.owner, version, new, machine.label(new),
+            # Test hook: crash right before the commit. It sees both states as the journal holds them.
+            self.before_commit(machine.dump_state(old), journalled)
+        version = self.journal.transition(key, self.owner, version, journalled, machine.label(new),
                                           machine.is_terminal(new), machine.label(old), note, rows=rows)
-        self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=new)
+        self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=journalled)
         return version

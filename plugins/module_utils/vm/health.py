@@ -29,7 +29,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, SshEndpoint,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, ssh, status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection, ssh, status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Aborted, Ready, WholeSearch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # Disagreements between the journal and what is there; each comes with its fix.
@@ -82,6 +83,11 @@ class _Record:
     projection: Optional[Dict[str, Any]]
     options: Dict[str, Dict[str, Any]]
     holder: Optional[str]           # owner of a live lease: a run is working on it
+
+    @property
+    def state(self) -> Optional[ls.JournalledState]:
+        """The row's state (launch_states.load_journalled), None for no row."""
+        return ls.load_journalled(self.row.state, self.row.kind) if self.row is not None else None
 
 
 def _fix(verb: str, name: str) -> str:
@@ -187,14 +193,15 @@ class HealthCheck:
         (no row, or a row that never reached a cloud) the locations the ``clouds`` plan."""
         found: List[Location] = []
         if record.row is not None:
-            for target in launch.owned_targets(record.row.state, record.row.kind):
+            state = record.state
+            for target in ls.owned_targets(state):
                 location = Location.from_dict(target["location"])
                 if location not in found:
                     found.append(location)
             # A run that ended owning nothing (Aborted: say another controller's instance has the name) was
             # still at the offers it tried.
-            search = record.row.state.get("search") or {}
-            tried = (search.get("offers") or [])[:int(search.get("cursor") or 0) + 1]
+            search = ls.search_of(state)
+            tried = search.offers[:search.cursor + 1] if isinstance(search, WholeSearch) else []
             for location in [] if found else [Offer.from_dict(offer).location for offer in tried]:
                 if location not in found:
                     found.append(location)
@@ -235,14 +242,14 @@ class HealthCheck:
         def disagree(kind: str, msg: str, fix: str) -> None:
             disagreements.append({"kind": kind, "msg": msg, "fix": fix})
 
-        state = row.state if row is not None else {}
-        kind = state.get("kind")
-        tracked = state.get("vm") if kind in ("Ready", "Aborted") else None
+        state = record.state
+        kind = state.kind if state is not None else None
+        tracked = ls.vm_record(state) if isinstance(state, (Ready, Aborted)) else None
         journal_view = {
             "machine": row.kind if row is not None else None,
             "state": row.label if row is not None else "no row",
             "terminal": bool(row.terminal) if row is not None else True,
-            "reason": state.get("reason"),
+            "reason": ls.reason_of(state),
             "instance_id": tracked["instance_id"] if tracked else None,
             "location": str(Location.from_dict(tracked["location"])) if tracked else None,
             "ssh": tracked.get("ssh") if tracked else None,
@@ -274,14 +281,14 @@ class HealthCheck:
         elif kind == "Leaked":
             left = [(o, at) for o, at in mine if not o.leaving]
             targets = ", ".join("%s %s" % (Location.from_dict(t["location"]), ",".join(t["instance_ids"]) or "(no ids)")
-                                for t in state.get("targets") or [])
+                                for t in ls.targets_of(state))
             if left or not looked:
                 disagree(LEAKED, "the journal says Leaked (%s): resources that may still bill: %s%s"
-                         % (state.get("reason") or "teardown incomplete", targets, _own_instances(mine)),
+                         % (ls.reason_of(state) or "teardown incomplete", targets, _own_instances(mine)),
                          "%s retries the teardown" % _fix("down", name))
             else:
                 disagree(LEAKED, "the journal says Leaked (%s), but no instance of it is left at %s"
-                         % (state.get("reason") or "teardown incomplete", ", ".join(sorted(looked))),
+                         % (ls.reason_of(state) or "teardown incomplete", ", ".join(sorted(looked))),
                          "%s clears the record and any side resources" % _fix("down", name))
         elif tracked:
             if tracked_seen and current is None:

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Next, Poll
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, Observed
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Next, Poll, StepCx, StepResult
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, Observed, Provider
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown import TeardownMachine
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import (
+    AwaitingGone, DeletionRequested, InstanceRecord, Leaked, Requesting, TeardownState,
+)
 
-DELETION_REQUESTED = "DeletionRequested"
-# The kind of the row a state=present task leaves on the same key (primitives.InstanceRecord).
-INSTANCE_RECORD_KIND = "instance"
+DELETION_REQUESTED = DeletionRequested.kind
+# The kind of the row a state=present task leaves on the same key (teardown_states.InstanceRecord, written by primitives.InstanceRecorder).
+INSTANCE_RECORD_KIND = ts.INSTANCE_RECORD_KIND
 
 
 def journal_key(cloud: str, vm_name: str) -> str:
@@ -41,41 +44,43 @@ def journal_key(cloud: str, vm_name: str) -> str:
 class InstanceTeardown(TeardownMachine):
     """The teardown machine with ``wait=false`` support (see the module docstring)."""
 
-    KIND = "instance-teardown"
+    KIND = ts.INSTANCE_TEARDOWN_KIND
 
-    def __init__(self, ctx, wait: bool = True):
+    def __init__(self, ctx: Any, wait: bool = True):
         super().__init__(ctx)
         self.wait = wait
 
-    def is_terminal(self, state: Dict[str, Any]) -> bool:
-        return super().is_terminal(state) or (not self.wait and state["kind"] == DELETION_REQUESTED)
+    def is_terminal(self, state: TeardownState) -> bool:
+        return super().is_terminal(state) or (not self.wait and isinstance(state, DeletionRequested))
 
-    def step(self, state: Dict[str, Any], cx):
-        if state["kind"] == DELETION_REQUESTED:
-            state = dict(state, kind="AwaitingGone")   # a run that waits resumes the wait
+    def step(self, state: TeardownState, cx: StepCx) -> StepResult[TeardownState]:
+        # The teardown machine resumes a DeletionRequested as AwaitingGone (a run that waits resumes the wait).
         result = super().step(state, cx)
-        if not self.wait and state["kind"] == "AwaitingGone" and isinstance(result, Poll):
-            return Next(dict(state, kind=DELETION_REQUESTED), "%s; not waiting (wait=false)" % result.note)
+        if not self.wait and isinstance(state, (AwaitingGone, DeletionRequested)) and isinstance(result, Poll):
+            return Next(ts.moved(DeletionRequested, state), "%s; not waiting (wait=false)" % result.note)
         return result
 
 
-def initial_for(vm_name: str, where: Location):
+def initial_for(vm_name: str, where: Location) -> Any:
     """The executor's ``initial``: this run's location, plus the locations (and ids) a
-    previous run left Leaked or only requested to delete, so none is forgotten."""
-    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Dict[str, Any]:
-        carried: List[Dict[str, Any]] = []
-        if previous and previous_kind == InstanceTeardown.KIND and previous["kind"] in ("Leaked", DELETION_REQUESTED):
-            carried = previous.get("targets") or []
+    previous run left Leaked or only requested to delete, or where a state=present task made
+    (or kept) its instance, so none is forgotten."""
+    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Requesting:
+        carried: List[ts.Target] = []
+        if previous and previous_kind == InstanceTeardown.KIND:
+            left = ts.from_dict(previous)
+            if isinstance(left, (Leaked, DeletionRequested)):
+                carried = left.targets
         elif previous and previous_kind == INSTANCE_RECORD_KIND:
-            carried = previous.get("targets") or []   # where a state=present task made (or kept) its instance
-        return teardown.initial(vm_name, teardown.merge_targets([teardown.target(where.to_dict())], carried),
-                                "instance state=absent")
+            carried = InstanceRecord.from_dict(previous).targets
+        return ts.initial(vm_name, ts.merge_targets([ts.target(where.to_dict())], carried), "instance state=absent")
     return initial
 
 
 def covers(state: Dict[str, Any], where: Location) -> bool:
-    """Whether the run that reached ``state`` acted on ``where`` (a resumed run may not have)."""
-    return any(str(Location.from_dict(t["location"])) == str(where) for t in state.get("targets") or [])
+    """Whether the run that reached ``state`` (a journalled teardown state) acted on ``where`` (a resumed
+    run may not have)."""
+    return any(str(Location.from_dict(t["location"])) == str(where) for t in ts.from_dict(state).targets)
 
 
 class WatchedProvider:
@@ -83,7 +88,7 @@ class WatchedProvider:
     observed, which live instances it asked to delete, and where it cleaned up: the
     task's result says what this run did, not what the journal had planned."""
 
-    def __init__(self, provider):
+    def __init__(self, provider: Provider):
         self._provider = provider
         self.seen: Dict[str, List[Observed]] = {}
         self.requested: Set[Tuple[str, str]] = set()   # (location, instance id)
@@ -93,7 +98,7 @@ class WatchedProvider:
         return getattr(self._provider, name)
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
-        found = self._provider.observe(location, vm_name)
+        found = list(self._provider.observe(location, vm_name))
         self.seen[str(location)] = list(found)
         return found
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import BlockScope, Offer
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import BlockScope, ErrorKind, Offer
 
 
 def is_blocked(offer: Dict[str, Any], blocks: List[Dict[str, Any]]) -> bool:
@@ -46,3 +46,16 @@ def next_cursor(offers: List[Dict[str, Any]], blocked: List[Dict[str, Any]], sta
 def search_size(search: Dict[str, Any]) -> int:
     """How many offers a search plans (either layout)."""
     return search["size"] if "size" in search else len(search.get("offers") or [])
+
+
+def refused_everywhere(history: List[Dict[str, Any]], clouds: List[str]) -> str:
+    """The reasons, one per cloud, when every cloud of a search (``history``: its rows) failed with a fatal
+    error (Credentials, InvalidRequest); '' when some cloud failed otherwise (it may do better later)."""
+    reasons: Dict[str, str] = {}
+    for row in history:
+        error = row.get("error") or {}
+        if error.get("kind") in ErrorKind.FATAL:
+            reasons.setdefault(row["offer"].split(":", 1)[0], error["msg"])
+    if not clouds or any(cloud not in reasons for cloud in clouds):
+        return ""
+    return "; ".join(dict.fromkeys(reasons[cloud] for cloud in clouds))

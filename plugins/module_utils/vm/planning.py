@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, Offer, Provider, ProviderError, ResourceRequest,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 
 
 @dataclasses.dataclass
@@ -96,3 +97,25 @@ class PlanOutcome:
 
     def transient_text(self) -> str:
         return "; ".join("plan %s: %s" % (cloud, exc) for cloud, exc in self.transient)
+
+
+def plan_search(settings: Any, provider_of: Callable[[str], Provider]) -> PlanOutcome:
+    """Every cloud's plan of a launch's request (``settings``: its VmSettings), and the offers its
+    search would try, in order; the others and the clouds left out are history rows."""
+    outcome = PlanOutcome()
+    planned: List[Offer] = []
+    # A cloud without credentials is left before any call (check_credentials), never retried.
+    for cloud_plan in plan_clouds(settings.clouds, provider_of, settings.request):
+        planned.extend(cloud_plan.offers)
+        exc = cloud_plan.error
+        if exc is None:
+            continue
+        if exc.kind == ErrorKind.TRANSIENT:
+            outcome.transient.append((cloud_plan.cloud, exc))
+        else:
+            outcome.errors.append(exc)
+        outcome.history.append({"offer": cloud_plan.cloud, "outcome": "skipped", "error": exc.to_dict()})
+    outcome.chosen, skipped = choose_offers(planned, settings.prefer, settings.max_price_per_hour)
+    outcome.history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
+                            "error": ProviderError(ErrorKind.UNAVAILABLE, reason).to_dict()} for offer, reason in skipped)
+    return outcome

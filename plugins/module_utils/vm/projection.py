@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal as open_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_location
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import READY_VM_JSON, ready_vm_in
 
 VM_COLUMNS = ("cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count",
               "ssh_host", "ssh_port", "ssh_user", "host_key_alias", "status", "stage", "detail")
@@ -43,7 +44,8 @@ TABLES = (
 )
 
 
-def open_journal(location: Optional[str] = None, clock=None, password: Optional[str] = None) -> JournalStore:
+def open_journal(location: Optional[str] = None, clock: Optional[Callable[[], float]] = None,
+                 password: Optional[str] = None) -> JournalStore:
     """The journal at ``location`` (an SQLite path or a PostgreSQL DSN, as state_dir.journal_location
     makes the journal option one; default: ``$GPUPROV_JOURNAL`` or the state dir's), with the ``vms``
     table. ``password``: a PostgreSQL journal's, if not from libpq's environment."""
@@ -77,6 +79,18 @@ def upsert_vm(journal: JournalStore, name: str, **fields: Any) -> None:
                        [name] + [fields[c] for c in cols] + [now])
 
 
+def upsert_ready_vm(journal: JournalStore, vm: Dict[str, Any]) -> None:
+    """The row of a VM that just became Ready, from its record (launch_states.Ready.vm)."""
+    location, ssh = vm["location"], vm["ssh"]
+    upsert_vm(journal, vm["name"], cloud=location["cloud"], region=location["region"],
+              zone=location.get("zone") or vm.get("zone"), instance_id=vm["instance_id"],
+              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"), gpu_count=vm.get("gpu_count"),
+              ssh_host=ssh["host"], ssh_port=ssh["port"], ssh_user=ssh["user"], host_key_alias=vm["host_key_alias"],
+              status="running", stage="Ready",
+              detail={"python_interpreter": vm.get("python_interpreter"), "host_key": vm.get("host_key"),
+                      "ssh_key_fingerprint": vm["ssh_key_fingerprint"]})
+
+
 def delete_vm(journal: JournalStore, name: str) -> None:
     journal.ensure_tables(TABLES)
     journal.execute("DELETE FROM vms WHERE name = ?", (name,))
@@ -91,7 +105,7 @@ def vms(journal: JournalStore, name: Optional[str] = None) -> List[Dict[str, Any
     journal.ensure_tables(TABLES)
     cols = ("name",) + VM_COLUMNS + ("updated_at",)
     sql = "SELECT %s FROM vms" % ", ".join(cols)
-    args: Tuple = ()
+    args: Tuple[Any, ...] = ()
     if name is not None:
         sql += " WHERE name = ?"
         args = (name,)
@@ -105,12 +119,14 @@ def vms(journal: JournalStore, name: Optional[str] = None) -> List[Dict[str, Any
 
 
 # A Ready machine state's vm record (the launch's: user tags, Python), as JSON text, else NULL. Taken out
-# by the database, so a listing of thousands of VMs does not parse each state's whole search in Python.
+# by the database, so a listing of thousands of VMs does not parse each state's whole search in Python;
+# the JSON keys are launch_states.READY_VM_JSON's, named there beside the state's dataclass.
+_KIND_KEY, _READY, _VM_KEY = READY_VM_JSON
 _READY_VM = {
-    "sqlite": ("CASE WHEN json_extract(machines.state, '$.kind') = 'Ready' AND json_type(machines.state, '$.vm') = "
-               "'object' THEN json_extract(machines.state, '$.vm') END"),
-    "postgresql": ("CASE WHEN machines.state::jsonb ->> 'kind' = 'Ready' AND jsonb_typeof(machines.state::jsonb -> "
-                   "'vm') = 'object' THEN (machines.state::jsonb -> 'vm')::text END"),
+    "sqlite": ("CASE WHEN json_extract(machines.state, '$.%s') = '%s' AND json_type(machines.state, '$.%s') = "
+               "'object' THEN json_extract(machines.state, '$.%s') END" % (_KIND_KEY, _READY, _VM_KEY, _VM_KEY)),
+    "postgresql": ("CASE WHEN machines.state::jsonb ->> '%s' = '%s' AND jsonb_typeof(machines.state::jsonb -> "
+                   "'%s') = 'object' THEN (machines.state::jsonb -> '%s')::text END" % (_KIND_KEY, _READY, _VM_KEY, _VM_KEY)),
 }
 
 
@@ -138,6 +154,4 @@ def vms_with_ready_vm(journal: JournalStore) -> List[Tuple[Dict[str, Any], Optio
 
 
 def _ready_vm(state: Optional[str]) -> Optional[Dict[str, Any]]:
-    loaded = json.loads(state) if state is not None else None
-    vm = loaded.get("vm") if isinstance(loaded, dict) and loaded.get("kind") == "Ready" else None
-    return vm if isinstance(vm, dict) else None
+    return ready_vm_in(json.loads(state)) if state is not None else None

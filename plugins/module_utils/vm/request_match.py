@@ -18,12 +18,10 @@ def request_of(settings) -> Dict[str, Any]:
 
 def in_regions(vm: Dict[str, Any], regions: Sequence[str]) -> bool:
     """Whether the journalled ``vm`` answers ``regions`` as its cloud's plan matched its offer: by the
-    offer's places (``Provider.offer_places``, kept in the record; a record written before them has its
-    region and zone), ignoring case where the cloud's plan does."""
-    location = vm["location"]
-    places = vm.get("places") or [location["region"], location.get("zone")]
-    fold = (lambda name: str(name).casefold()) if vm.get("regions_fold") else str
-    return bool({fold(p) for p in places if p} & {fold(r) for r in regions if r})
+    offer's places (``Provider.offer_places``, kept in the record; launch_states.migrate_state gives an
+    older record its region and zone), ignoring case where the cloud's plan does."""
+    fold = (lambda name: str(name).casefold()) if vm["regions_fold"] else str
+    return bool({fold(p) for p in vm["places"] if p} & {fold(r) for r in regions if r})
 
 
 def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:

@@ -15,6 +15,10 @@ import json
 from typing import Any, Dict, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import (
+    RunningSearch, Search, WholeSearch,
+)
 
 # A search's plan (seq 0: {offers, history, blocked} as planned) and one row per offer it left
 # (seq = cursor + 1: {history, block}), for the plan id its states carry.
@@ -29,27 +33,27 @@ SEARCH_TABLES = (
 )
 
 
-def plan_body(journal, key: str, search: Dict[str, Any]) -> Dict[str, Any]:
+def plan_body(journal: JournalStore, key: str, search: RunningSearch) -> Dict[str, Any]:
     """The plan row (seq 0) of a running search: {offers, history, blocked} as planned."""
     found = journal.query("SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq = 0",
-                          (key, search["plan"]))
+                          (key, search.plan))
     if not found:
         raise JournalError("launch: the planned offers of search %s are missing from the journal %s"
-                           % (search["plan"], journal.location))
-    return json.loads(found[0][0])
+                           % (search.plan, journal.location))
+    body: Dict[str, Any] = json.loads(found[0][0])
+    return body
 
 
-def whole_search(journal, key: str, search: Optional[Dict[str, Any]], left: Optional[Dict[str, Any]] = None
-                 ) -> Optional[Dict[str, Any]]:
+def whole_search(journal: JournalStore, key: str, search: Optional[Search],
+                 left: Optional[Dict[str, Any]] = None) -> Optional[WholeSearch]:
     """The whole search of ``key``'s state (offers, cursor, history, every block, round): as the
     state holds it, or read from launch_search for a running one; with ``left`` (the row of an
     offer being left, not yet written) appended."""
-    if not search or "offers" in search:
+    if search is None or isinstance(search, WholeSearch):
         return search
     body = plan_body(journal, key, search)
     rows = [json.loads(found) for (found,) in journal.query(
-        "SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq > 0 ORDER BY seq", (key, search["plan"]))]
+        "SELECT body FROM launch_search WHERE key = ? AND plan = ? AND seq > 0 ORDER BY seq", (key, search.plan))]
     rows += [left] if left else []
-    return {"offers": body["offers"], "cursor": search["cursor"], "round": search.get("round", 0),
-            "history": body["history"] + [row["history"] for row in rows],
-            "blocked": body["blocked"] + [row["block"] for row in rows if row["block"]]}
+    return WholeSearch(body["offers"], search.cursor, body["blocked"] + [row["block"] for row in rows if row["block"]],
+                       body["history"] + [row["history"] for row in rows], search.round)

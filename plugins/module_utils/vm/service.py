@@ -32,8 +32,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import (
-    diff as vm_diff, launch, planning, projection, ssh, sweep, teardown,
+    diff as vm_diff, launch, launch_states as ls, planning, projection, ssh, sweep, teardown, teardown_states as ts,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Leaked, Ready, WholeSearch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
@@ -248,17 +249,17 @@ class VmService:
         run_events = _since_last_begin(events)
         changed = any(e["to"] and (e["to"].startswith("Booting") or e["to"].startswith("Compensating"))
                       for e in run_events)
-        state = outcome.state
+        state = ls.from_dict(outcome.state)
         result: Dict[str, Any] = {
             "changed": changed, "state": outcome.label, "journal": self.journal_path,
             "history": _history(state),
-            "search": search_summary(state.get("search")),
+            "search": search_summary(ls.search_of(state)),
             "events": [{k: e[k] for k in ("event", "from", "to", "note", "at")} for e in run_events],
         }
-        if state["kind"] == "Ready":
-            vm = state["vm"]
+        if isinstance(state, Ready):
+            vm = state.vm
             result.update(before_vm=before, after_vm=vm_diff.of_journalled_vm(vm, "running"),
-                          vm=_vm_result(vm, "running", bool(state.get("reused"))),
+                          vm=_vm_result(vm, "running", state.reused),
                           k8s=k8s_result(ctx, vm, self._k8s), connection=ssh.connection_vars(vm, files),
                           ssh_config=files.ssh_config,
                           msg="%s is up at %s:%d (%s)" % (
@@ -268,13 +269,14 @@ class VmService:
                 # Run by this run's login, which just passed: the play needs no login of its own for it.
                 result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
             # A VM made by this run has this run's tags already; a kept one may need them changed.
-            return self._retag(ctx, vm, result, check=False) if state.get("reused") else result
-        if state["kind"] == "Leaked":
+            return self._retag(ctx, vm, result, check=False) if state.reused else result
+        if isinstance(state, Leaked):
             projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked",
-                                 detail={"targets": state["targets"]})
-        result.update(failed=True, msg="%s: %s%s" % (name, outcome.label, ": " + state["reason"] if state.get("reason") else ""))
-        if state.get("targets"):
-            result["leaked"] = state["targets"]
+                                 detail={"targets": state.targets})
+        reason = ls.reason_of(state)
+        result.update(failed=True, msg="%s: %s%s" % (name, outcome.label, ": " + reason if reason else ""))
+        if ls.targets_of(state):
+            result["leaked"] = ls.targets_of(state)
         return result
 
     def _check_present(self, ctx: VmContext, files: ssh.ControllerFiles, row) -> Dict[str, Any]:
@@ -282,8 +284,9 @@ class VmService:
         the request, else search: the offers it would try, in order, and those it would skip."""
         name = ctx.settings.vm_name
         base = {"state": row.label if row else "absent", "journal": self.journal_path, "history": [], "events": []}
-        vm = row.state.get("vm") if row and row.kind == launch.LaunchMachine.KIND else None
-        up = bool(vm and row.state.get("kind") == "Ready" and self._still_up(ctx, vm))
+        state = ls.load_journalled(row.state, row.kind) if row else None
+        vm = ls.vm_record(state) if row and row.kind == launch.LaunchMachine.KIND else None
+        up = bool(vm and isinstance(state, Ready) and self._still_up(ctx, vm))
         differs = launch.request_mismatch(vm, ctx.settings) if up else []
         if up and not differs:
             kept = dict(base, changed=False, search=None, plan=[], after_vm=vm_diff.of_journalled_vm(vm, "running"),
@@ -491,14 +494,15 @@ class VmService:
                     "before_vm": before, "after_vm": {} if targets else before}
             if not targets:
                 return self._nothing_here(ctx, name, row, dict(base, changed=False), "")
-            return dict(base, changed=True, msg="would tear down %s" % teardown._describe(targets))
+            return dict(base, changed=True, msg="would tear down %s" % teardown.describe_targets(targets))
         stopped = self._stop_live_run(name)
         # Decide under the lease: a provision starting now waits for us (or fails clearly).
         self.journal.acquire(name, self.owner, self.lease_ttl)
         row = self.journal.load(name)
         before = _before_vm(row)
-        targets = launch.owned_targets(row.state, row.kind) if row else []
-        done = row is not None and row.kind == teardown.TeardownMachine.KIND and row.state["kind"] == "Done"
+        journalled = ls.load_journalled(row.state, row.kind) if row else None
+        targets = ls.owned_targets(journalled)
+        done = row is not None and row.kind == teardown.TeardownMachine.KIND and isinstance(journalled, ts.Done)
         resolved = row is None or done or (row.terminal and not targets)
         if resolved:
             # A down killed right after committing Done left the projection saying "running".
@@ -513,18 +517,18 @@ class VmService:
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
                                                                         "down requested"))
         self.journal.clear_cancel(name)
-        state = outcome.state
+        ended = ts.from_dict(outcome.state)
         result = {"changed": True, "state": outcome.label, "journal": self.journal_path,
-                  "targets": state["targets"], "before_vm": before,
-                  "after_vm": dict(before, status="leaked") if before and state["kind"] != "Done" else {}}
-        if state["kind"] == "Done":
+                  "targets": ended.targets, "before_vm": before,
+                  "after_vm": dict(before, status="leaked") if before and not isinstance(ended, ts.Done) else {}}
+        if isinstance(ended, ts.Done):
             projection.delete_vm(self.journal, name)
-            result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
+            result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown.describe_targets(ended.targets))
             return self._forget_controller_files(name, files, result)
-        projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})
-        result.update(failed=True, leaked=state["targets"],
+        projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": ended.targets})
+        result.update(failed=True, leaked=ended.targets,
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."
-                      % (name, state.get("reason"), teardown._describe(state["targets"])))
+                      % (name, ended.reason, teardown.describe_targets(ended.targets)))
         return result
 
 
@@ -543,23 +547,21 @@ def _elsewhere_warning(name: str, owned, journal_id: str, journal_path: str) -> 
             "ansible-playbook gpuprov.cloud.sweep -e delete=true -e include_legacy=true removes it" % (name, what))
 
 
-def _journalled_vm(row) -> Optional[Dict[str, Any]]:
+def _journalled_vm(row: Any) -> Optional[Dict[str, Any]]:
     """The VM record a journalled launch state keeps (directly, or in the state it is reconciling)."""
     if row is None or row.kind != launch.LaunchMachine.KIND:
         return None
-    state = row.state
-    if state.get("kind") == "Reconciling" and (state.get("previous_kind") in (None, launch.LaunchMachine.KIND)):
-        state = state.get("previous") or {}
-    return state.get("vm")
+    return ls.last_vm_record(ls.from_dict(row.state))
 
 
-def _before_vm(row) -> Dict[str, Any]:
+def _before_vm(row: Any) -> Dict[str, Any]:
     """The diff's before side: the journalled VM with the journal's view of its status ({} for none)."""
     vm = _journalled_vm(row)
     if not vm:
         return {}
-    kind = row.state.get("kind")
-    return vm_diff.of_journalled_vm(vm, {"Ready": "running", "Leaked": "leaked"}.get(kind, (kind or "").lower()))
+    kind = ls.from_dict(row.state).kind
+    diffed: Dict[str, Any] = vm_diff.of_journalled_vm(vm, {"Ready": "running", "Leaked": "leaked"}.get(kind, kind.lower()))
+    return diffed
 
 
 def _price(price: Optional[float]) -> str:
@@ -573,13 +575,13 @@ def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return events
 
 
-def _history(state: Dict[str, Any]) -> List[Dict[str, Any]]:
+def _history(state: ls.LaunchState) -> List[Dict[str, Any]]:
     """The offers this run's search tried, each with its outcome and classified error, the one a VM
     came up on last (outcome Ready)."""
-    search = state.get("search") or {}
-    history = list(search.get("history") or [])
-    if state["kind"] == "Ready" and search.get("offers"):
-        taken = search["offers"][search["cursor"]]
+    search = ls.search_of(state)
+    history = list(search.history) if isinstance(search, WholeSearch) else []
+    taken = search.current if isinstance(state, Ready) and isinstance(search, WholeSearch) else None
+    if taken is not None:
         history.append({"offer": Offer.from_dict(taken).offer_id, "outcome": "Ready", "error": None})
     return history
 

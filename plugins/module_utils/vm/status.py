@@ -12,8 +12,11 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Search, WholeSearch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.search_rows import whole_search
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import Done, InstanceRecord
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
 
 
@@ -51,22 +54,22 @@ def _when(at: Optional[float]) -> str:
     return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def search_summary(search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def search_summary(search: Optional[Search]) -> Optional[Dict[str, Any]]:
     """Where a search stands, for people: the offer it is at (n of m) and why each earlier
     offer or cloud was skipped. None when there was no search (a reused VM)."""
-    if not search or not (search.get("offers") or search.get("offer")):
-        return None
     # A running search keeps its offers and history in the journal's launch_search table
     # (vm/launch.py): its state names the current offer and the count.
-    current = search["offer"] if "offer" in search else search["offers"][search["cursor"]]
-    skipped = ["%s (%s): %s" % (h["offer"], h["outcome"], h["error"]["msg"])
-               for h in search.get("history", []) if h.get("error")]
-    return {"offer": search["cursor"] + 1, "of": search.get("size") or len(search["offers"]),
+    current = search.current if search is not None else None
+    if search is None or current is None:
+        return None
+    history = search.history if isinstance(search, WholeSearch) else []
+    skipped = ["%s (%s): %s" % (h["offer"], h["outcome"], h["error"]["msg"]) for h in history if h.get("error")]
+    return {"offer": search.cursor + 1, "of": search.size,
             "offer_id": Offer.from_dict(current).offer_id, "price_per_hour": current.get("price_per_hour"),
             "skipped": skipped}
 
 
-def _whole_search(journal, key: str, search: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def _whole_search(journal: JournalStore, key: str, search: Optional[Search]) -> Optional[Search]:
     """A running search's offers and history from the journal (vm/launch.py), for its skipped list."""
     try:
         return whole_search(journal, key, search)
@@ -83,7 +86,7 @@ def _state_kind(label: str) -> str:
     return label.split(" (", 1)[0]
 
 
-def _last_events(journal, key: str, last: int) -> List[Dict[str, Any]]:
+def _last_events(journal: JournalStore, key: str, last: int) -> List[Dict[str, Any]]:
     """The ``last`` latest transitions and stage events of ``key``, oldest first (polls are noise here)."""
     if last <= 0:
         return []
@@ -130,20 +133,21 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
             row = journal.load(key)
             if row is None:   # removed since the listing
                 continue
-            vm = projection.vm(journal, key) or _instance_record(row)
-            leaked = row.state.get("kind") == "Leaked"
+            state = _readable_state(row)
+            vm = projection.vm(journal, key) or _instance_record(state)
+            leaked = state is not None and state.kind == "Leaked"
+            ready = ls.ready_vm(state)
             vms.append({
                 "name": key, "machine": row.kind, "state": row.label, "terminal": row.terminal,
-                "leaked": leaked, "targets": row.state.get("targets", []) if leaked else [],
-                "reason": row.state.get("reason"), "cloud": vm.get("cloud"), "region": vm.get("region"),
+                "leaked": leaked, "targets": ls.targets_of(state) if leaked else [],
+                "reason": ls.reason_of(state), "cloud": vm.get("cloud"), "region": vm.get("region"),
                 "instance_id": vm.get("instance_id"), "ssh_host": vm.get("ssh_host"), "ssh_port": vm.get("ssh_port"),
-                "status": vm.get("status") or ("gone" if row.state.get("kind") == "Done" else "none"),
+                "status": vm.get("status") or ("gone" if isinstance(state, Done) else "none"),
                 "updated_at": _when(row.updated_at), "in_progress": bool(row.lease_owner),
                 "last_transitions": _last_events(journal, key, last),
                 # What the VM costs (where its cloud reports a price) and how its search went.
-                "price_per_hour": (row.state.get("vm") or {}).get("price_per_hour")
-                if row.state.get("kind") == "Ready" else None,
-                "search": search_summary(_whole_search(journal, key, row.state.get("search"))),
+                "price_per_hour": ready.get("price_per_hour") if ready is not None else None,
+                "search": search_summary(_whole_search(journal, key, ls.search_of(state))),
                 # The k3s stage (gpuprov.cloud.k3s role), e.g. "k3s:Validating", and its facts.
                 "stage": vm.get("stage"),
                 "k3s": (vm.get("detail") or {}).get("k3s") if isinstance(vm.get("detail"), dict) else None,
@@ -155,15 +159,22 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
             + summary_lines(summary, len(vms), len(matching), limit, name)}
 
 
-def _instance_record(row) -> Dict[str, Any]:
+def _readable_state(row: Any) -> Optional[ls.JournalledState]:
+    """The row's state; None for one this version cannot read: the listing still shows its label."""
+    try:
+        return ls.load_journalled(row.state, row.kind)
+    except ls.UnreadableState:
+        return None
+
+
+def _instance_record(state: Optional[ls.JournalledState]) -> Dict[str, Any]:
     """Where a ``gpuprov.cloud.instance`` task's row says its instance is (kind ``instance``), in the
     shape of a VM's projection; {} for any other row."""
-    if row.kind != "instance" or not isinstance(row.state.get("location"), dict):
+    if not isinstance(state, InstanceRecord):
         return {}
-    location = row.state["location"]
-    return {"cloud": location.get("cloud"), "region": location.get("region"),
-            "instance_id": row.state.get("instance_id"),
-            "status": "made by gpuprov.cloud.instance" if row.state.get("kind") == "Present" else "create requested"}
+    return {"cloud": state.location.get("cloud"), "region": state.location.get("region"),
+            "instance_id": state.instance_id,
+            "status": "made by gpuprov.cloud.instance" if state.kind == "Present" else "create requested"}
 
 
 def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, name: Optional[str]) -> List[str]:

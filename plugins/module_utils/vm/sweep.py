@@ -37,7 +37,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
-    CancelToken, Executor, Next,
+    CancelToken, Executor, Next, Outcome, StepCx, StepResult,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalError, JournalStore, LeaseHeld
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
@@ -46,13 +46,17 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, InstanceSpec, Location, Owned, ProviderError, ResourceKind, ResourceRequest,
+    ANY_REGION, InstanceSpec, Location, Observed, Owned, ProviderError, ResourceKind, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import declared_credentials
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, projection, teardown
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown, teardown_states as ts
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import (
+    JournalledState, load_journalled, owned_targets,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import Done, Leaked, TeardownState
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep_report import (  # the categories and tables
@@ -106,11 +110,11 @@ def default_clouds(cloud_options: Dict[str, Dict[str, Any]]) -> List[str]:
 
 @dataclasses.dataclass
 class RowView:
-    """What the join needs of one journal row."""
+    """What the join needs of one journal row: its machine kind and its state (launch_states.load_journalled)."""
 
     key: str
     kind: str
-    state: Dict[str, Any]
+    state: Optional[JournalledState]
     terminal: bool
     running: bool        # a live run holds its lease
 
@@ -119,7 +123,12 @@ class RowView:
         row = journal.load(key)
         if row is None:
             return None
-        return cls(key, row.kind, row.state, row.terminal, journal.live_holder(key) is not None)
+        return cls(key, row.kind, load_journalled(row.state, row.kind), row.terminal,
+                   journal.live_holder(key) is not None)
+
+    @property
+    def state_kind(self) -> Optional[str]:
+        return self.state.kind if self.state is not None else None
 
 
 def row_owns(row: Optional[RowView], owned: Owned) -> str:
@@ -132,13 +141,13 @@ def row_owns(row: Optional[RowView], owned: Owned) -> str:
     if row is None:
         return ""
     if row.running or not row.terminal:
-        return "a run of %s is in progress (%s, state %s)" % (owned.vm_name, row.key, row.state.get("kind"))
-    if row.kind in (teardown.TeardownMachine.KIND, "instance-teardown") and row.state.get("kind") == "Done":
+        return "a run of %s is in progress (%s, state %s)" % (owned.vm_name, row.key, row.state_kind)
+    if row.kind in (ts.TEARDOWN_KIND, ts.INSTANCE_TEARDOWN_KIND) and isinstance(row.state, Done):
         return ""
-    for target in launch.owned_targets(row.state, row.kind):
+    for target in owned_targets(row.state):
         where = Location.from_dict(target["location"])
         if where.cloud == owned.location.cloud:
-            return "journal row %s (%s) names %s, on the same cloud" % (row.key, row.state.get("kind"), where)
+            return "journal row %s (%s) names %s, on the same cloud" % (row.key, row.state_kind, where)
     return ""
 
 
@@ -157,7 +166,7 @@ def classify(owned: Owned, journal_id: Optional[str], rows: List[Optional[RowVie
     if not present:
         return ORPHAN, "this journal has no row for %s" % owned.vm_name
     return ORPHAN, "the journal's rows for %s (%s) do not own it" % (
-        owned.vm_name, ", ".join("%s: %s" % (r.key, r.state.get("kind")) for r in present))
+        owned.vm_name, ", ".join("%s: %s" % (r.key, r.state_kind) for r in present))
 
 
 def instance_key(cloud: str, vm_name: str) -> str:
@@ -224,18 +233,18 @@ class SweepTeardown(teardown.TeardownMachine):
     the state's ``journal_ids`` (None: legacy), and stops (Done, ``skipped``) as soon as a run
     of the VM name owns the location."""
 
-    KIND = "sweep-teardown"
+    KIND = ts.SWEEP_TEARDOWN_KIND
 
-    def _observe_all(self, state: Dict[str, Any]):
+    def _observe_all(self, state: TeardownState) -> List[Tuple[ts.Target, List[Observed]]]:
         """Instances of the accepted journals at each target. A target of side resources only
         (no instance was listed there) is not observed: it may be no place instances live in
         (GCP's ``global``, where its firewall rules are), and its cleanup alone clears it."""
-        accepted = set(state.get("journal_ids") or [])
-        name = state["vm_name"]
+        accepted = set(state.journal_ids or [])
+        name = state.vm_name
         journal_id = getattr(self.ctx, "journal_id", None)
-        found = []
-        for t in state["targets"]:
-            if not teardown.created_at(t):
+        found: List[Tuple[ts.Target, List[Observed]]] = []
+        for t in state.targets:
+            if not ts.created_at(t):
                 found.append((t, []))
                 continue
             location = Location.from_dict(t["location"])
@@ -243,37 +252,39 @@ class SweepTeardown(teardown.TeardownMachine):
             found.append((t, [o for o in observed if o.owned_by(journal_id) and o.journal_id in accepted]))
         return found
 
-    def step(self, state: Dict[str, Any], cx):
+    def step(self, state: TeardownState, cx: StepCx) -> StepResult[TeardownState]:
         why = self._owned_now(state, cx)
         if why:
-            return Next(dict(state, kind="Done", skipped=why), "skipped: %s" % why)
+            return Next(dataclasses.replace(ts.moved(Done, state), skipped=why), "skipped: %s" % why)
         return super().step(state, cx)
 
     @staticmethod
-    def _owned_now(state: Dict[str, Any], cx) -> str:
+    def _owned_now(state: TeardownState, cx: StepCx) -> str:
         """Why a row of the VM name (its own, or an instance task's on a target's cloud) owns a
         target now (empty: none does). The leases this sweep holds are not runs of it."""
-        for t in state["targets"]:
+        for t in state.targets:
             location = Location.from_dict(t["location"])
-            for row in rows_for(cx.journal, state["vm_name"], location.cloud):
+            for row in rows_for(cx.journal, state.vm_name, location.cloud):
                 if row is None:
                     continue
                 if cx.journal.holds(row.key, cx.owner):
                     row.running = False
-                why = row_owns(row, Owned(ResourceKind.INSTANCE, "-", location, vm_name=state["vm_name"]))
+                why = row_owns(row, Owned(ResourceKind.INSTANCE, "-", location, vm_name=state.vm_name))
                 if why:
                     return why
         return ""
 
 
-def _initial(vm_name: str, targets: List[Dict[str, Any]], journal_ids: List[Optional[str]]):
-    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> Dict[str, Any]:
-        carried = []
-        if previous and previous_kind == SweepTeardown.KIND and previous.get("kind") == "Leaked":
-            carried = previous.get("targets") or []
-        state = teardown.initial(vm_name, teardown.merge_targets(targets, carried), "orphan sweep")
-        state["journal_ids"] = sorted(set(journal_ids), key=lambda j: j or "")
-        return state
+def _initial(vm_name: str, targets: List[ts.Target],
+             journal_ids: List[Optional[str]]) -> Callable[[Optional[Dict[str, Any]], Optional[str]], TeardownState]:
+    def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) -> TeardownState:
+        carried: List[ts.Target] = []
+        if previous and previous_kind == SweepTeardown.KIND:
+            left = ts.from_dict(previous)
+            if isinstance(left, Leaked):
+                carried = left.targets
+        state = ts.initial(vm_name, ts.merge_targets(targets, carried), "orphan sweep")
+        return dataclasses.replace(state, journal_ids=sorted(set(journal_ids), key=lambda j: j or ""))
     return initial
 
 
@@ -296,8 +307,8 @@ class Group:
         for e in self.entries:
             location = Location(e["cloud"], e["region"], e["zone"]).to_dict()
             instance = e["kind"] == ResourceKind.INSTANCE
-            out.append(teardown.target(location, [e["id"]] if instance else [], created=instance))
-        return teardown.merge_targets(out)
+            out.append(ts.target(location, [e["id"]] if instance else [], created=instance))
+        return ts.merge_targets(out)
 
 
 def removal_groups(entries: List[Dict[str, Any]], journal_id: Optional[str], include_foreign: bool,
@@ -384,7 +395,8 @@ class Sweeper:
                     out.append(key)
         return out
 
-    def _run(self, key: str, vm_name: str, act_as: Optional[str], clouds: List[str], initial):
+    def _run(self, key: str, vm_name: str, act_as: Optional[str], clouds: List[str],
+             initial: Callable[[Optional[Dict[str, Any]], Optional[str]], TeardownState]) -> Outcome:
         """Run one sweep teardown under ``key``, holding the leases of every key that could own
         the VM name's resources on ``clouds`` (name_keys) for the whole removal: LeaseHeld, with
         nothing done, while any of them is held by a run."""
@@ -425,13 +437,13 @@ class Sweeper:
         resumed = []
         for key in self.interrupted():
             row = self.journal.load(key)
-            state = row.state
-            clouds = sorted({t["location"]["cloud"] for t in state.get("targets") or []})
+            state = ts.from_dict(row.state)
+            clouds = sorted({t["location"]["cloud"] for t in state.targets})
             act_as = self.journal_id
             if key.count(":") == 2:
                 act_as = key.split(":")[1]
             try:
-                self._run(key, state["vm_name"], act_as, clouds, _initial(state["vm_name"], [], []))
+                self._run(key, state.vm_name, act_as, clouds, _initial(state.vm_name, [], []))
                 resumed.append(key)
             except LeaseHeld as exc:
                 self.progress("[sweep] %s not resumed: %s" % (key, exc))
@@ -444,13 +456,13 @@ class Sweeper:
             except LeaseHeld as exc:
                 not_removed.extend(dict(e, error=str(exc)) for e in group.entries)
                 continue
-            state = outcome.state
-            if state["kind"] == "Done" and state.get("skipped"):
-                not_removed.extend(dict(e, error="not removed: %s" % state["skipped"]) for e in group.entries)
-            elif state["kind"] == "Done":
+            state = ts.from_dict(outcome.state)
+            if isinstance(state, Done) and state.skipped:
+                not_removed.extend(dict(e, error="not removed: %s" % state.skipped) for e in group.entries)
+            elif isinstance(state, Done):
                 removed.extend(group.entries)
             else:
-                not_removed.extend(dict(e, error=state.get("reason") or state["kind"]) for e in group.entries)
+                not_removed.extend(dict(e, error=state.reason or state.kind) for e in group.entries)
         removed, still = self._still_listed(removed)
         return {"removed": removed, "not_removed": not_removed + still, "resumed": resumed}
 

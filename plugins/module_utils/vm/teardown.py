@@ -16,93 +16,82 @@ location and instance id; the next provision or down starts by compensating it.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple, assert_never
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
-    Machine, Next, Poll, Retry,
+    Machine, Next, Poll, Retry, StepCx, StepResult,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Location, ProviderError,
+    Location, Observed, ProviderError,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import (  # the machine's API too
+    AwaitingGone, CleaningUp, DeletionRequested, Done, Leaked, Requesting, Target, TeardownState,
+    created_at, describe_targets, initial, merge_targets, moved, target,
 )
 
-TERMINAL = ("Done", "Leaked")
+__all__ = ["AwaitingGone", "CleaningUp", "DeletionRequested", "Done", "Leaked", "Requesting", "Target", "TeardownMachine",
+           "TeardownState", "created_at", "describe_targets", "initial", "merge_targets", "moved", "target"]
 
 
-def target(location: Dict[str, Any], instance_ids: Optional[List[str]] = None,
-           created: bool = True) -> Dict[str, Any]:
-    """A location to clear. ``created`` False: no create call was ever made there, so at
-    most free side resources (a security group) can exist; it is never reported Leaked."""
-    return {"location": dict(location), "instance_ids": sorted(set(instance_ids or [])), "created": bool(created)}
-
-
-def created_at(t: Dict[str, Any]) -> bool:
-    """Whether a create call may have been made at the target (states journalled before
-    this flag existed say nothing: assume it was)."""
-    return bool(t.get("created", True) or t["instance_ids"])
-
-
-def merge_targets(*groups: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Union of targets by location, ids merged, order kept."""
-    out: Dict[str, Dict[str, Any]] = {}
-    for group in groups:
-        for t in group or []:
-            key = str(Location.from_dict(t["location"]))
-            if key in out:
-                out[key]["instance_ids"] = sorted(set(out[key]["instance_ids"]) | set(t["instance_ids"]))
-                out[key]["created"] = out[key]["created"] or created_at(t)
-            else:
-                out[key] = target(t["location"], t["instance_ids"], created_at(t))
-    return list(out.values())
-
-
-def initial(vm_name: str, targets: List[Dict[str, Any]], reason: str = "") -> Dict[str, Any]:
-    return {"kind": "Requesting", "vm_name": vm_name, "targets": merge_targets(targets), "reason": reason}
-
-
-class TeardownMachine(Machine):
+class TeardownMachine(Machine[TeardownState]):
     """Removes every resource carrying the VM identity at the given locations."""
 
-    KIND = "teardown"
+    KIND = ts.TEARDOWN_KIND
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Any):
         self.ctx = ctx  # a VmContext: providers, settings, controller files
 
-    def is_terminal(self, state: Dict[str, Any]) -> bool:
-        return state["kind"] in TERMINAL
+    def load_state(self, data: Dict[str, Any]) -> TeardownState:
+        return ts.from_dict(data)
 
-    def label(self, state: Dict[str, Any]) -> str:
-        return state["kind"]
+    def dump_state(self, state: TeardownState) -> Dict[str, Any]:
+        return state.to_dict()
 
-    def retry_policy(self, state: Dict[str, Any]) -> RetryPolicy:
-        if not any(created_at(t) for t in state["targets"]):
+    def is_terminal(self, state: TeardownState) -> bool:
+        return isinstance(state, ts.TERMINAL)
+
+    def label(self, state: TeardownState) -> str:
+        return state.kind
+
+    def retry_policy(self, state: TeardownState) -> RetryPolicy:
+        if not any(created_at(t) for t in state.targets):
             # Only side resources of a location that never saw a create: a short budget,
             # so an unreachable cloud does not hold up the failover for minutes.
             return RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=4.0)
         return RetryPolicy(max_attempts=self.ctx.settings.teardown_attempts, initial_backoff=2.0, max_backoff=30.0)
 
-    def on_retries_exhausted(self, state: Dict[str, Any], last_error: str) -> Dict[str, Any]:
-        return self._given_up(state, "teardown failed in %s: %s" % (state["kind"], last_error))
+    def on_retries_exhausted(self, state: TeardownState, last_error: str) -> TeardownState:
+        return self._given_up(state, "teardown failed in %s: %s" % (state.kind, last_error))
 
-    def _given_up(self, state: Dict[str, Any], reason: str) -> Dict[str, Any]:
-        if not any(created_at(t) for t in state["targets"]):
+    def _given_up(self, state: TeardownState, reason: str) -> TeardownState:
+        if not any(created_at(t) for t in state.targets):
             # Leaked means "something may bill": nothing was ever created here.
-            return dict(state, kind="Done", reason="%s (no instance was ever requested at %s; side resources "
-                                                   "such as firewall rules may remain)"
-                        % (reason, _describe(state["targets"])))
-        return self._leaked(state, state["targets"], reason)
+            return moved(Done, state, reason="%s (no instance was ever requested at %s; side resources such as "
+                                             "firewall rules may remain)" % (reason, describe_targets(state.targets)))
+        return moved(Leaked, state, reason=reason)
 
-    def on_cancel(self, state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def on_cancel(self, state: TeardownState) -> Optional[TeardownState]:
         return None  # a teardown always runs to its end (bounded by its budget)
 
-    @staticmethod
-    def _leaked(state: Dict[str, Any], targets: List[Dict[str, Any]], reason: str) -> Dict[str, Any]:
-        return {"kind": "Leaked", "vm_name": state["vm_name"], "targets": targets, "reason": reason}
-
-    def step(self, state: Dict[str, Any], cx):
-        handler = getattr(self, "_step_" + state["kind"])
+    def step(self, state: TeardownState, cx: StepCx) -> StepResult[TeardownState]:
         try:
-            return handler(state, cx)
+            match state:
+                case Requesting():
+                    return self._step_requesting(state, cx)
+                case AwaitingGone():
+                    return self._step_awaiting_gone(state, cx)
+                case DeletionRequested():
+                    # Left without waiting (instance module, wait=false): a run that steps it waits now.
+                    return self._step_awaiting_gone(moved(AwaitingGone, state), cx)
+                case CleaningUp():
+                    return self._step_cleaning_up(state, cx)
+                case Done() | Leaked():
+                    raise ValueError("%s is terminal: there is no step to take" % state.kind)
+                case _:
+                    assert_never(state)
         except ProviderError as exc:
             if exc.fatal:
                 # Missing or refused credentials, a refused request: retrying cannot help. Where the
@@ -112,40 +101,40 @@ class TeardownMachine(Machine):
             # Anything else is retried within the budget; its exhaustion ends in Leaked.
             return Retry(str(exc), after=exc.retry_after)
 
-    def _observe_all(self, state: Dict[str, Any]):
+    def _observe_all(self, state: TeardownState) -> List[Tuple[Target, List[Observed]]]:
         """[(target, [Observed])] for every target location: only what this journal may
         delete (its own journal id, or none: resources made before journal ids)."""
-        name = state["vm_name"]
+        name = state.vm_name
         journal_id = getattr(self.ctx, "journal_id", None)
         found = []
-        for t in state["targets"]:
+        for t in state.targets:
             location = Location.from_dict(t["location"])
             observed = self.ctx.provider(location.cloud).observe(location, name)
             found.append((t, [o for o in observed if o.owned_by(journal_id)]))
         return found
 
-    def _step_Requesting(self, state: Dict[str, Any], cx):
-        name = state["vm_name"]
+    def _step_requesting(self, state: Requesting, cx: StepCx) -> StepResult[TeardownState]:
+        name = state.vm_name
         found = self._observe_all(state)
         merged = [target(t["location"], sorted(set(t["instance_ids"]) | {o.instance_id for o in observed}),
                          created_at(t) or bool(observed))
                   for t, observed in found]
-        if merged != state["targets"]:
+        if merged != state.targets:
             # Journal every id found by identity before deleting, so a Leaked names them all.
-            return Next(dict(state, targets=merged), "found %s" % _describe(merged))
+            return Next(dataclasses.replace(state, targets=merged), "found %s" % describe_targets(merged))
         targets = []
-        for t in state["targets"]:
+        for t in state.targets:
             location = Location.from_dict(t["location"])
             ids = t["instance_ids"]
             if ids:
                 cx.fence()
                 self.ctx.provider(location.cloud).delete(location, name, ids)
             targets.append(target(t["location"], ids, created_at(t)))
-        return Next(dict(state, kind="AwaitingGone", targets=targets),
-                    "deletion requested for %s" % _describe(targets))
+        return Next(moved(AwaitingGone, state, targets=targets),
+                    "deletion requested for %s" % describe_targets(targets))
 
-    def _step_AwaitingGone(self, state: Dict[str, Any], cx):
-        name = state["vm_name"]
+    def _step_awaiting_gone(self, state: AwaitingGone, cx: StepCx) -> StepResult[TeardownState]:
+        name = state.vm_name
         remaining = []
         for t, observed in self._observe_all(state):
             if not observed:
@@ -157,25 +146,17 @@ class TeardownMachine(Machine):
                 self.ctx.provider(location.cloud).delete(location, name, again)
             remaining.append(target(t["location"], [o.instance_id for o in observed]))  # present: created
         if not remaining:
-            return Next(dict(state, kind="CleaningUp"), "all instances gone")
+            return Next(moved(CleaningUp, state), "all instances gone")
         if cx.in_state > self.ctx.settings.teardown_timeout:
-            return Next(self._leaked(state, merge_targets(remaining, state["targets"]),
-                                     "instances still present after %.0f s: %s"
-                                     % (self.ctx.settings.teardown_timeout, _describe(remaining))))
+            return Next(moved(Leaked, state, targets=merge_targets(remaining, state.targets),
+                              reason="instances still present after %.0f s: %s"
+                              % (self.ctx.settings.teardown_timeout, describe_targets(remaining))))
         return Poll(self.ctx.poll_interval(remaining[0]["location"]["cloud"]),
-                    "waiting for %s to go" % _describe(remaining))
+                    "waiting for %s to go" % describe_targets(remaining))
 
-    def _step_CleaningUp(self, state: Dict[str, Any], cx):
-        for t in state["targets"]:
+    def _step_cleaning_up(self, state: CleaningUp, cx: StepCx) -> StepResult[TeardownState]:
+        for t in state.targets:
             location = Location.from_dict(t["location"])
             cx.fence()
-            self.ctx.provider(location.cloud).cleanup(location, state["vm_name"])
-        return Next(dict(state, kind="Done"), "side resources removed")
-
-
-def _describe(targets: List[Dict[str, Any]]) -> str:
-    parts = []
-    for t in targets:
-        where = str(Location.from_dict(t["location"]))
-        parts.append("%s [%s]" % (where, ", ".join(t["instance_ids"]) or "no instances"))
-    return "; ".join(parts) or "nothing"
+            self.ctx.provider(location.cloud).cleanup(location, state.vm_name)
+        return Next(moved(Done, state), "side resources removed")

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import vm_task as expiry_vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, HardCancel, LeaseLost,
 )
@@ -191,6 +192,9 @@ class VmService:
         return result
 
     def _run(self, check_mode: bool) -> Dict[str, Any]:
+        limits_problem = expiry_vm_task.invalid_limits(self.params, time.time())
+        if limits_problem:
+            return {"failed": True, "changed": False, "msg": limits_problem}
         try:
             settings, files = self._open(check_mode)
         except (InvalidParameters, PrivateFileError) as exc:
@@ -267,6 +271,7 @@ class VmService:
             if smoke is not None:
                 # Run by this run's login, which just passed: the play needs no login of its own for it.
                 result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
+            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result)
             # A VM made by this run has this run's tags already; a kept one may need them changed.
             return self._retag(ctx, vm, result, check=False) if state.get("reused") else result
         if state["kind"] == "Leaked":
@@ -503,6 +508,7 @@ class VmService:
         if resolved:
             # A down killed right after committing Done left the projection saying "running".
             projection.delete_vm(self.journal, name)
+            expiry_vm_task.forget(self.journal, name)
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             # Stopping a provision changed something (it compensated); waiting for a sweep did not.
@@ -519,6 +525,7 @@ class VmService:
                   "after_vm": dict(before, status="leaked") if before and state["kind"] != "Done" else {}}
         if state["kind"] == "Done":
             projection.delete_vm(self.journal, name)
+            expiry_vm_task.forget(self.journal, name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown._describe(state["targets"]))
             return self._forget_controller_files(name, files, result)
         projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": state["targets"]})

@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Mapping, Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import limits as lim
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.boot import has_watchdog
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.watchdog import deadline_update_command
 
 # The vm module's limit options (documented in plugins/modules/vm.py, explained in docs/limits.md). Strings:
 # parse_limits reads "8h", "3600" and "12.50" alike, and names the option in its error.
@@ -34,6 +36,31 @@ def invalid_limits(params: Mapping[str, Any], now: float) -> Optional[str]:
         lim.parse_limits(params, ttl_from=now)
     except lim.LimitError as exc:
         return str(exc)
+    return None
+
+
+def launch_limits(params: Mapping[str, Any], now: float) -> Optional[lim.Limits]:
+    """The limits a new instance's watchdog boots with (a ttl counted from ``now``, a little before the instance
+    is up: the journalled deadline, written over SSH once it is up, is the later one); None without any."""
+    try:
+        found = lim.parse_limits(params, ttl_from=now)
+    except lim.LimitError:
+        return None   # invalid_limits failed the task already
+    return None if found.empty else found
+
+
+def push_to_vm(stored: store.StoredLimits, vm: Mapping[str, Any], files: Any) -> Optional[str]:
+    """Write the journalled limits to the VM's watchdog over SSH (deadline_update_command, as the health check
+    logs in); the warning when that fails (the earlier deadline wins, and the reap still enforces), else None."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import SshEndpoint
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
+    command = deadline_update_command(stored.limits, price_per_hour=stored.price_per_hour, up_since=stored.up_since)
+    try:
+        ssh.SshChecker(files, timeout=30.0, command=command)(SshEndpoint.from_dict(vm["ssh"]), vm["host_key_alias"])
+    except Exception as exc:  # pylint: disable=broad-except
+        # Whatever failed (a login, sudo, the rename), the VM keeps the deadline it had.
+        return ("%s: its watchdog's limits could not be updated over SSH (%s: %s); it keeps its earlier ones, and "
+                "gpuprov.cloud.reap enforces the journal's" % (stored.key, type(exc).__name__, exc))
     return None
 
 
@@ -98,12 +125,21 @@ def apply_limits(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping
 
 
 def after_ready(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping[str, Any],
-                result: Dict[str, Any]) -> Dict[str, Any]:
+                result: Dict[str, Any], ctx: Any = None, files: Any = None) -> Dict[str, Any]:
     """``result`` (the vm task's, its VM up) with its limits journalled: ``limits`` set, ``changed`` when they
     changed, both sides of the diff given their ``limits``, and a warning when the VM expires within the hour or
-    is past its deadline."""
+    is past its deadline. Then, where the VM has a watchdog (``ctx``: the run's VmContext, for its cloud's
+    capabilities; ``files``: its SSH files), the new limits are written to it: the journal first, then the VM."""
     applied = apply_limits(journal, name, vm, params)
     now = float(journal.clock())
+    warnings: List[str] = []
+    cloud = (vm.get("location") or {}).get("cloud") or ""
+    moved = applied.changed or (applied.before is None and not applied.stored.limits.empty)
+    if moved and ctx is not None and has_watchdog(cloud, bool(ctx.capabilities(cloud).boot_script),
+                                                  applied.stored.limits):
+        failed = push_to_vm(applied.stored, vm, files)
+        if failed:
+            warnings.append(failed)
     result["limits"] = limits_result(applied.stored, now)
     if applied.changed:
         result["changed"] = True
@@ -112,7 +148,9 @@ def after_ready(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping[
             result[side] = dict(result[side], limits=(row.limits if row else lim.Limits()).describe())
     warned = expiry_warning(applied.stored, now)
     if warned:
-        result["warnings"] = list(result.get("warnings") or []) + [warned]
+        warnings.append(warned)
+    if warnings:
+        result["warnings"] = list(result.get("warnings") or []) + warnings
     return result
 
 

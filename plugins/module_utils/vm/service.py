@@ -79,7 +79,8 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       ssh_timeout=float(params.get("ssh_timeout") or 300),
                       teardown_timeout=float(params.get("teardown_timeout") or 600),
                       boot_script_is_k3s=params.get("k8s") is not False,
-                      recreate=bool(params.get("recreate")), prefer=prefer, max_price_per_hour=max_price)
+                      recreate=bool(params.get("recreate")), prefer=prefer, max_price_per_hour=max_price,
+                      limits=expiry_vm_task.launch_limits(params, time.time()))
 
 
 def k8s_plan(ctx: VmContext, wanted: Optional[bool]) -> Dict[str, Any]:
@@ -110,7 +111,7 @@ def k8s_result(ctx: VmContext, vm: Dict[str, Any], plan: Dict[str, Any]) -> Dict
     if plan["requested"] is not False and not caps.kubernetes:
         note = "k3s skipped: the %s cloud cannot host it" % cloud
     return {"enabled": enabled, "access": caps.k3s_access if enabled else None,
-            "boot_script": bool(enabled and ctx.spec_for(cloud).boot_script is not None),
+            "boot_script": bool(enabled and ctx.k3s_spec_for(cloud).boot_script is not None),
             "note": note}
 
 
@@ -271,7 +272,7 @@ class VmService:
             if smoke is not None:
                 # Run by this run's login, which just passed: the play needs no login of its own for it.
                 result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
-            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result)
+            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result, ctx=ctx, files=files)
             # A VM made by this run has this run's tags already; a kept one may need them changed.
             return self._retag(ctx, vm, result, check=False) if state.get("reused") else result
         if state["kind"] == "Leaked":

@@ -58,6 +58,7 @@ def test_the_spec_a_cloud_gets_carries_the_watchdog_and_the_k3s_plan_does_not_se
     caps = Capabilities(boot_script=True, kubernetes=False)
     ctx = VmContext(settings, providers={"aws": FakeProvider(caps)})
     assert "gpuprov-watchdog" in ctx.spec_for("aws").boot_script.script
+    assert ctx.spec_for("aws").terminate_on_guest_shutdown is True
     assert ctx.k3s_spec_for("aws").boot_script is None
     no_limits = VmContext(dataclasses.replace(settings, limits=None), providers={"aws": FakeProvider(caps)})
     assert no_limits.spec_for("aws").boot_script is None

@@ -48,6 +48,9 @@ options:
   name:
     description: Only the VMs of this name, or whose name matches it as a shell pattern (V(train*)).
     type: str
+  ssh_key:
+    description: As M(gpuprov.cloud.vm) takes it; a teardown logs in nowhere, so it may stay unset.
+    type: path
 notes:
   - Runs on the controller through its action plugin, printing a line per VM it reaps.
   - A cloud that cannot be asked leaves its VM taken as running, so a VM past its deadline is reaped all the same.

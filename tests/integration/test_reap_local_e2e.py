@@ -22,7 +22,7 @@ def test_provision_with_a_ttl_expires_is_listed_then_reaped(ansible):
     status = ansible.playbook("status", "-e", "vm=short1")
     assert status.rc == 0, status
     assert "expired" in status.out and "LEFT" in status.out, status
-    assert "[WARNING]: short1 is past its expiry" in status.out, status
+    assert "[WARNING]: short1 is past its expiry" in status.out and "DEPRECATION" not in status.out, status
 
     dry = ansible.playbook("reap")
     assert dry.rc == 0, dry

@@ -192,7 +192,7 @@ def run_task(params: Dict[str, Any], check_mode: bool, progress: Callable[[str],
         journal.close()
     result["changed"] = bool(result["removed"]) or (bool(params.get("delete")) and bool(result["would_remove"]))
     result["msg"] = _message(result, delete)
-    result["lines"] = lines(result) + ["saved %s" % money.per_hour(result["saved_per_hour"])] if delete else lines(result)
+    result["lines"] = lines(result)
     if result["not_removed"]:
         result["failed"] = True
     return result

@@ -156,6 +156,8 @@ def main():
                              module.params["journal_password"], limit=module.params["limit"])
     except (JournalError, ValueError) as exc:
         module.fail_json(msg=str(exc))
+    for warning in result.pop("warnings", []):   # the VMs near or past their deadline (expiry/report.py)
+        module.warn(warning)
     module.exit_json(changed=False, **result)
 
 

@@ -14,15 +14,12 @@ description:
   - "Runs the launch machine (O(state=present)) or the teardown machine (O(state=absent)) for one VM name on the
     controller, journalling each transition before the next side effect: a crash, Ctrl-C or killed AWX job loses
     nothing, the next run resumes or reconciles."
-  - The launch reuses a running VM of the name (or compensates a leaked or stale one), then tries the planned
-    offers of O(clouds) in turn, preparing, creating (adopting an instance that already carries the VM's
-    identity), waiting for boot and verifying a real SSH login. Capacity, quota and failure errors tear down what
-    the attempt made and fail over to the next offer; quota blocks the whole region.
-  - On success the host key is pinned in the collection's C(known_hosts) and a C(Host <name>) block written to
-    C(<state dir>/ssh_config) (C(Include) it in C(~/.ssh/config)). Both are made from the journal, so a new
-    controller (a new AWX job) reaches every VM of the journal; C(docs/clouds/local.md) says what differs for
-    V(local) VMs.
-  - Prints a progress line per step (state, offer n of m, why an offer was skipped), at least every 15 seconds.
+  - "The launch reuses a running VM of the name, then tries the offers of
+    O(clouds) in turn (create or adopt, wait for boot, verify an SSH login). Capacity, quota and failure errors
+    tear down what the attempt made and fail over to the next offer; quota blocks the whole region."
+  - On success the host key is pinned and a C(Host <name>) block written to C(<state dir>/ssh_config), both made
+    from the journal (C(docs/clouds/local.md) says what differs for V(local)).
+  - Prints a progress line per step, at least every 15 seconds.
 requirements:
   - paramiko (for the SSH check, C(requirements/base.txt), in every C(requirements/<cloud>.txt))
   - cryptography (for the SSH keys; ansible-core brings it)
@@ -44,13 +41,12 @@ attributes:
   check_mode:
     support: full
     details:
-      - Reads the journal, observes the VM and plans the search, read-only (RV(plan)); a VM that is up and matches
-        is returned as a real run returns it. Nothing is created, on the controller either (no journal, no SSH key).
+      - Reads the journal, observes the VM and plans the search (RV(plan)); creates nothing, no journal or SSH key
+        either.
   diff_mode:
     support: full
     details:
-      - Cloud, region, zone, instance type, GPU and count, instance id, status and SSH endpoint, before and after;
-        in check mode, what the first offer would make.
+      - The VM's cloud, type, GPU, id, status, endpoint and limits; in check mode, what the first offer makes.
 options:
   name:
     description:
@@ -60,32 +56,30 @@ options:
     required: true
   state:
     description:
-      - V(present) provisions (or reuses) the VM; V(absent) tears down all the journal knows of it, first stopping
-        a run still provisioning the name, and never reports success while a VM of the name can still appear.
+      - V(present) provisions (or reuses) the VM; V(absent) tears down all the journal knows of it, stopping a run
+        still provisioning it first.
     type: str
     choices: [present, absent]
     default: present
   retry_until_up:
-    description: When every offer is exhausted, plan again after 30 seconds, until the VM is up or the task ends.
+    description: Plan again every 30 s until up.
     type: bool
     default: false
   recreate:
     description:
-      - When the journalled VM of the name does not satisfy the request (another O(gpu), O(gpu_count) or O(spot), a
-        cloud or region not asked for), V(false) fails, naming each differing field, and V(true) replaces it.
+      - When the journalled VM does not satisfy the request (O(gpu), O(gpu_count), O(spot), cloud or region),
+        V(false) fails naming each field, V(true) replaces it.
     type: bool
     default: false
   k8s:
     description:
-      - Whether the VM becomes a k3s cluster (made by the C(gpuprov.cloud.k3s) role). Unset means where its cloud
-        can host one (RV(k8s) says why not); V(true) searches only such clouds (V(docker) with C(privileged), never
-        V(local)), failing at once without one; V(false) means no.
+      - Whether the VM becomes a k3s cluster. Unset means where its cloud can (RV(k8s) says why not); V(true)
+        searches only such clouds.
     type: bool
   purge_tags:
     description:
-      - With O(tags) set and the VM already there, remove its tags not in O(tags) (not gpuprov's own nor the
-        cloud's reserved ones), as amazon.aws does; V(false) only adds and updates. A cloud that cannot retag a VM
-        (its page says) warns and leaves them.
+      - With O(tags) set and the VM there, remove its other user tags, as amazon.aws does; V(false) only adds
+        and updates. A cloud that cannot retag (its page says) warns.
     type: bool
     default: true
   boot_script:
@@ -102,6 +96,18 @@ options:
         description: Environment variables exported before it runs.
         type: dict
         default: {}
+  ttl:
+    description: Expire the VM this long after it is up (V(8h)).
+    type: str
+  expires_at:
+    description: Expire the VM at this ISO 8601 time.
+    type: str
+  idle_stop:
+    description: Power the VM off after this long idle (V(30m)).
+    type: str
+  max_spend:
+    description: Expire the VM once it cost this many USD (C(docs/limits.md)).
+    type: str
 notes:
   - Runs on the controller only, through its action plugin, never connecting to the target host (C(become),
     C(delegate_to) and the connection do not apply).
@@ -129,9 +135,10 @@ EXAMPLES = r"""
     ansible_ssh_private_key_file: "{{ train1.connection.ansible_ssh_private_key_file }}"
     ansible_ssh_common_args: "{{ train1.connection.ansible_ssh_common_args }}"
 
-- name: A loopback VM on the local cloud (no credentials needed)
+- name: A loopback VM on the local cloud (no credentials needed), gone after 8 hours
   gpuprov.cloud.vm:
     name: demo
+    ttl: 8h
 
 - name: Tear it down
   gpuprov.cloud.vm:
@@ -142,8 +149,7 @@ EXAMPLES = r"""
 RETURN = r"""
 state:
   description:
-    - The state this run ended in (C(Ready), C(Aborted), C(Exhausted), C(Leaked), C(Done)...); in check mode, the
-      journal's (C(absent) without one).
+    - The state this run ended in (C(Ready), C(Leaked), C(Done)...); in check mode, the journal's.
   returned: always
   type: str
   sample: Ready
@@ -153,8 +159,7 @@ vm:
   type: dict
 connection:
   description:
-    - The VM's C(ansible_host), C(ansible_port), C(ansible_user), C(ansible_ssh_private_key_file) and
-      C(ansible_ssh_common_args) (its pinned host key), to set as facts.
+    - The VM's connection variables (C(ansible_host)..., its pinned host key), to set as facts.
   returned: success and O(state=present)
   type: dict
 k8s:
@@ -174,7 +179,7 @@ ssh_config:
   returned: success and O(state=present)
   type: str
 search:
-  description: Where this run's search ended (C(docs/return-values.md#the-search-summary)); null without one.
+  description: Where this run's search ended (C(docs/return-values.md#the-search-summary)).
   returned: O(state=present)
   type: dict
 plan:
@@ -191,7 +196,7 @@ history:
   type: list
   elements: dict
 events:
-  description: The journal events of this run (transitions, polls, retries) with notes and timestamps.
+  description: The journal events of this run, with notes and timestamps.
   returned: O(state=present)
   type: list
   elements: dict
@@ -199,10 +204,13 @@ journal:
   description: Path of the journal used.
   returned: always
   type: str
+limits:
+  description: The VM's limits, deadline, time left and spend (C(docs/return-values.md#the-limits)).
+  returned: success and O(state=present)
+  type: dict
 leaked:
   description:
-    - Locations and instance ids that may still exist (and bill) after a teardown that could not finish; the
-      status playbook lists them, and the next run of the name resolves them first.
+    - Locations and instance ids that may still bill after an unfinished teardown; the next run resolves them.
   returned: when a teardown ended Leaked
   type: list
   elements: dict

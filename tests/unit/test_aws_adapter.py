@@ -371,6 +371,15 @@ def test_lifecycle(provider, ec2):
     provider.cleanup(LOC, "life1")
 
 
+@pytest.mark.parametrize("watchdog, behaviour", [(True, "terminate"), (False, "stop")])
+def test_a_vm_with_a_watchdog_terminates_on_a_guest_shutdown(provider, ec2, watchdog, behaviour):
+    spec = spec_for("wd%d" % watchdog, terminate_on_guest_shutdown=watchdog)
+    offer = offer_for()
+    instance_id = provider.create(offer, provider.prepare(offer, spec), spec)
+    found = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="instanceInitiatedShutdownBehavior")
+    assert found["InstanceInitiatedShutdownBehavior"]["Value"] == behaviour
+
+
 def test_create_spot(provider, ec2):
     offer = offer_for(spot=True)
     instance_id = provider.create(offer, provider.prepare(offer, spec_for("spot1")), spec_for("spot1"))

@@ -324,7 +324,7 @@ def test_each_cloud_s_page_says_how_to_give_it_credentials():
 
 # -- the module_defaults group ----------------------------------------------------------------
 
-MEMBERS = ("vm", "offers", "instance", "instance_info", "journal_info", "health_info", "orphans", "vm_stage",
+MEMBERS = ("vm", "offers", "instance", "instance_info", "journal_info", "health_info", "orphans", "reap", "vm_stage",
            "ssh_files")
 
 

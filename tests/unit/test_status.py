@@ -56,7 +56,7 @@ def test_table_lists_vms_and_calls_out_leaked_ones(tmp_path):
     assert result["leaked"] == ["gone1"]
     table = "\n".join(result["table"])
     assert table.splitlines()[0].split() == ["NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "$/H",
-                                             "UPDATED"]
+                                             "UPDATED", "LEFT", "SPENT", "CAP"]
     assert by_name["up1"]["price_per_hour"] == 6.88
     assert any(line.startswith("up1 ") and " 6.88 " in line for line in table.splitlines())
     assert by_name["gone1"]["price_per_hour"] is None and by_name["gone1"]["search"] is None

@@ -334,6 +334,9 @@ class InstanceSpec(_Record):
     spot: bool = False
     # The user's tags/labels (the ``tags`` option): on every resource, under the identity tags (Provider.resource_tags).
     tags: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # The VM's watchdog powers it off at its deadline (issue 27): where the cloud can, a guest power-off then ends
+    # the instance (AWS InstanceInitiatedShutdownBehavior=terminate) instead of leaving it stopped and billing disks.
+    terminate_on_guest_shutdown: bool = False
 
     @property
     def labels(self) -> Dict[str, str]:

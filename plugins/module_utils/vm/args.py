@@ -7,6 +7,7 @@ shares (module_utils/provider_args.py) plus the vm's own."""
 
 from __future__ import annotations
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.vm_task import LIMITS_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import TAGS_SPEC, group_argument_spec
 
 VM_ARGUMENT_SPEC = group_argument_spec(
@@ -19,5 +20,6 @@ VM_ARGUMENT_SPEC = group_argument_spec(
         script=dict(type="str", required=True),
         env=dict(type="dict", default={}),
     )),
-    **TAGS_SPEC
+    **TAGS_SPEC,
+    **LIMITS_SPEC
 )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import boot as expiry_boot
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
 from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import SECRET_OPTION
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Capabilities, InstanceSpec, Provider, ResourceRequest,
@@ -43,6 +45,8 @@ class VmSettings:
     # The search's order ("order": that of clouds; "price": cheapest first) and price ceiling (USD/h).
     prefer: str = "order"
     max_price_per_hour: Optional[float] = None
+    # The limits a new instance's watchdog starts with (expiry/boot.py); None: no watchdog.
+    limits: Optional[Limits] = None
 
 
 class VmContext:
@@ -95,7 +99,12 @@ class VmContext:
         return self.provider(cloud).capabilities()
 
     def spec_for(self, cloud: str) -> InstanceSpec:
-        """The instance spec as this cloud gets it: no boot script where it cannot run one,
+        """The instance spec as this cloud gets it: ``k3s_spec_for``'s, with the VM's watchdog in its boot
+        script where its limits ask for one and the cloud runs boot scripts (expiry/boot.py)."""
+        return expiry_boot.with_watchdog(self.k3s_spec_for(cloud), cloud, self.capabilities(cloud), self.settings.limits)
+
+    def k3s_spec_for(self, cloud: str) -> InstanceSpec:
+        """The instance spec without the watchdog: no boot script where it cannot run one,
         and no k3s installer where k3s cannot be hosted."""
         spec = self.settings.spec
         if spec.boot_script is None:

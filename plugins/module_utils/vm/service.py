@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import vm_task as expiry_vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     CancelToken, Executor, HardCancel, LeaseLost,
 )
@@ -79,7 +80,8 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
                       ssh_timeout=float(params.get("ssh_timeout") or 300),
                       teardown_timeout=float(params.get("teardown_timeout") or 600),
                       boot_script_is_k3s=params.get("k8s") is not False,
-                      recreate=bool(params.get("recreate")), prefer=prefer, max_price_per_hour=max_price)
+                      recreate=bool(params.get("recreate")), prefer=prefer, max_price_per_hour=max_price,
+                      limits=expiry_vm_task.launch_limits(params, time.time()))
 
 
 def k8s_plan(ctx: VmContext, wanted: Optional[bool]) -> Dict[str, Any]:
@@ -110,7 +112,7 @@ def k8s_result(ctx: VmContext, vm: Dict[str, Any], plan: Dict[str, Any]) -> Dict
     if plan["requested"] is not False and not caps.kubernetes:
         note = "k3s skipped: the %s cloud cannot host it" % cloud
     return {"enabled": enabled, "access": caps.k3s_access if enabled else None,
-            "boot_script": bool(enabled and ctx.spec_for(cloud).boot_script is not None),
+            "boot_script": bool(enabled and ctx.k3s_spec_for(cloud).boot_script is not None),
             "note": note}
 
 
@@ -192,6 +194,9 @@ class VmService:
         return result
 
     def _run(self, check_mode: bool) -> Dict[str, Any]:
+        limits_problem = expiry_vm_task.invalid_limits(self.params, time.time())
+        if limits_problem:
+            return {"failed": True, "changed": False, "msg": limits_problem}
         try:
             settings, files = self._open(check_mode)
         except (InvalidParameters, PrivateFileError) as exc:
@@ -268,6 +273,7 @@ class VmService:
             if smoke is not None:
                 # Run by this run's login, which just passed: the play needs no login of its own for it.
                 result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
+            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result, ctx=ctx, files=files)
             # A VM made by this run has this run's tags already; a kept one may need them changed.
             return self._retag(ctx, vm, result, check=False) if state.reused else result
         if isinstance(state, Leaked):
@@ -507,6 +513,7 @@ class VmService:
         if resolved:
             # A down killed right after committing Done left the projection saying "running".
             projection.delete_vm(self.journal, name)
+            expiry_vm_task.forget(self.journal, name)
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
             # Stopping a provision changed something (it compensated); waiting for a sweep did not.
@@ -523,6 +530,7 @@ class VmService:
                   "after_vm": dict(before, status="leaked") if before and not isinstance(ended, ts.Done) else {}}
         if isinstance(ended, ts.Done):
             projection.delete_vm(self.journal, name)
+            expiry_vm_task.forget(self.journal, name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown.describe_targets(ended.targets))
             return self._forget_controller_files(name, files, result)
         projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": ended.targets})

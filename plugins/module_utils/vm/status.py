@@ -10,6 +10,7 @@ import datetime
 import fnmatch
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import report as expiry_report
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_exists, journal_location
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
@@ -152,11 +153,13 @@ def read_status(path: Optional[str], name: Optional[str] = None, last: int = 3,
                 "stage": vm.get("stage"),
                 "k3s": (vm.get("detail") or {}).get("k3s") if isinstance(vm.get("detail"), dict) else None,
             })
+        expiry_warnings = expiry_report.annotate(journal, vms, journal.clock())
     finally:
         journal.close()
-    return {"journal": path, "vms": vms, "leaked": leaked_names, "total": len(matching), "summary": summary,
-            "table": (format_table(vms) if matching or name is None else ["no VM in the journal matches %s" % name])
-            + summary_lines(summary, len(vms), len(matching), limit, name)}
+    return dict({"journal": path, "vms": vms, "leaked": leaked_names, "total": len(matching), "summary": summary,
+                 "table": (format_table(vms) if matching or name is None else ["no VM in the journal matches %s" % name])
+                 + summary_lines(summary, len(vms), len(matching), limit, name) + expiry_report.summary_line(vms)},
+                **({"warnings": expiry_warnings} if expiry_warnings else {}))
 
 
 def _readable_state(row: Any) -> Optional[ls.JournalledState]:
@@ -200,7 +203,7 @@ def summary_lines(summary: Dict[str, int], shown: int, total: int, limit: int, n
 def format_table(vms: List[Dict[str, Any]]) -> List[str]:
     if not vms:
         return ["no VMs in the journal"]
-    header = ("NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "$/H", "UPDATED")
+    header = ("NAME", "STATE", "STATUS", "CLOUD/REGION", "INSTANCE", "SSH", "$/H", "UPDATED") + expiry_report.HEADER
     rows = [header]
     for vm in vms:
         where = "/".join(p for p in (vm["cloud"], vm["region"]) if p) or "-"
@@ -208,7 +211,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
         state = vm["state"] + (" (running now)" if vm["in_progress"] else "")
         price = "-" if vm.get("price_per_hour") is None else ("%.4f" % vm["price_per_hour"]).rstrip("0").rstrip(".")
         rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, price,
-                     vm["updated_at"]))
+                     vm["updated_at"]) + expiry_report.columns(vm))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for vm in vms:

@@ -246,6 +246,9 @@ class AwsProvider(TypedOptionsProvider):
             "SecurityGroupIds": [prepared["security_group_id"]],
             "TagSpecifications": [{"ResourceType": kind, "Tags": tags} for kind in ("instance", "volume")],
         }
+        if spec.terminate_on_guest_shutdown:
+            # The watchdog's power-off then terminates: a stopped instance would still bill its EBS volumes.
+            params["InstanceInitiatedShutdownBehavior"] = "terminate"
         if offer.spot:
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
                 "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}

@@ -1,0 +1,29 @@
+"""What status shows of the limits (issue 27): LEFT / SPENT / CAP per VM, the summary's total per hour and spent,
+and a warning for each VM near or past its deadline, read from the journal alone (a fake clock)."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import report, vm_task
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
+
+
+def _vm(name, state="Ready"):
+    return {"name": name, "state": state, "instance_id": "i-" + name}
+
+
+def test_columns_summary_and_warnings(tmp_path, clock):
+    journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
+    vm_task.apply_limits(journal, "a", {"instance_id": "i-a", "price_per_hour": 2.0}, {"ttl": "3h", "max_spend": "25"})
+    vm_task.apply_limits(journal, "b", {"instance_id": "i-b", "price_per_hour": 0.4}, {"ttl": "60s"})
+    vm_task.apply_limits(journal, "c", {"instance_id": "i-c"}, {})
+    vm_task.apply_limits(journal, "d", {"instance_id": "i-other", "price_per_hour": 9.0}, {"ttl": "1s"})
+    clock.advance(1800)
+    vms = [_vm("a"), _vm("b"), _vm("c"), _vm("d"), {"name": "e", "state": "Aborted", "instance_id": None}]
+    warnings = report.annotate(journal, vms, clock())
+    journal.close()
+    assert [report.columns(vm) for vm in vms] == [
+        ("2h30m", "$1", "$25"), ("expired 29m ago", "$0.2", "-"), ("-", "-", "-"), ("-", "-", "-"), ("-", "-", "-")]
+    assert vms[1]["limits"]["expired"] and vms[1]["limits"]["decision"] == "reap"
+    assert "limits" not in vms[3]   # the row is another instance's: nothing to say of this one
+    assert report.summary_line(vms) == ["up: $2.4/h, spent $1.2 so far (2 VMs with a price)"]
+    assert len(warnings) == 1 and warnings[0].startswith("b is past its expiry, 29m ago")

@@ -21,6 +21,11 @@ description:
   - A VM past its deadline that its cloud shows stopped (on V(docker), exited) stopped itself; it is reaped as
     C(expired (stopped itself)), never counted as a leak.
 requirements:
+  - boto3 (C(requirements/aws.txt)), for VMs on V(aws)
+  - google-cloud-compute (C(requirements/gcp.txt)), for VMs on V(gcp)
+  - docker (C(requirements/docker.txt)), for VMs on V(docker)
+  - requests (C(requirements/<cloud>.txt)), for VMs on the REST clouds
+  - nebius (C(requirements/nebius.txt)), for VMs on V(nebius)
   - psycopg (for a C(postgresql://) O(journal), C(requirements/postgresql.txt))
 author:
   - gpuprov.cloud contributors (@gpuprov)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap, store, vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
@@ -71,7 +72,7 @@ def _journal_with(tmp_path, clock, ttl):
     vm = {"name": "vm1", "instance_id": "i-1", "price_per_hour": 3.5,
           "location": {"cloud": "local", "region": "local", "zone": None}}
     journal.acquire("vm1", "test", 60)
-    journal.begin("vm1", "launch", {"kind": "Ready", "vm": vm}, "Ready", False, owner="test", ttl=60,
+    journal.begin("vm1", "launch", ls.Ready(vm, reused=False, search=None).to_dict(), "Ready", False, owner="test", ttl=60,
                   expected_version=None)
     journal.release("vm1", "test")
     vm_task.apply_limits(journal, "vm1", vm, {"ttl": ttl})

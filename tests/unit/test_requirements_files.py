@@ -145,6 +145,7 @@ NEEDS = {
     ("module", "instance_info"): SDKS,
     ("module", "health_info"): SDKS | {"paramiko", "psycopg"},
     ("module", "orphans"): SDKS | {"psycopg"},
+    ("module", "reap"): SDKS | {"psycopg"},
     ("module", "journal_info"): {"psycopg"},
     ("module", "vm_stage"): {"psycopg"},
     ("module", "ssh_files"): {"psycopg"},

@@ -143,9 +143,11 @@ def after_ready(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping[
     result["limits"] = limits_result(applied.stored, now)
     if applied.changed:
         result["changed"] = True
-    for side, row in (("before_vm", applied.before), ("after_vm", applied.stored)):
-        if result.get(side):
-            result[side] = dict(result[side], limits=(row.limits if row else lim.Limits()).describe())
+    # Both sides of the diff show the limits once either has any: a VM without limits keeps its diff as it was.
+    if not (applied.stored.limits.empty and (applied.before is None or applied.before.limits.empty)):
+        for side, row in (("before_vm", applied.before), ("after_vm", applied.stored)):
+            if result.get(side):
+                result[side] = dict(result[side], limits=(row.limits if row else lim.Limits()).describe())
     warned = expiry_warning(applied.stored, now)
     if warned:
         warnings.append(warned)

@@ -260,12 +260,12 @@ class _Heartbeat(threading.Thread):
 
 
 class Executor(Generic[S]):
-    """Runs one machine on one journal. ``clock``/``sleep`` are injectable for tests."""
+    """Runs one machine on one journal. ``clock``, ``rng`` and ``run``'s ``wait_poll`` are injectable (a test's fake
+    time and draws); the production callers leave them to their defaults."""
 
     def __init__(self, journal: JournalStore, machine: Machine[S], owner: Optional[str] = None,
                  lease_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic,
                  cancel: Optional[CancelToken] = None, on_event: Optional[Callable[[str, Dict[str, Any]], None]] = None,
-                 before_commit: Optional[Callable[[Dict[str, Any], Dict[str, Any]], None]] = None,
                  rng: Optional[random.Random] = None, heartbeat: bool = True):
         self.journal = journal
         self.machine = machine
@@ -274,7 +274,6 @@ class Executor(Generic[S]):
         self.clock = clock
         self.cancel = cancel or CancelToken(clock)
         self.on_event = on_event or (lambda kind, data: None)
-        self.before_commit = before_commit
         self.rng = rng or random.Random()
         self.use_heartbeat = heartbeat
         self._heartbeat: Optional[_Heartbeat] = None
@@ -434,9 +433,6 @@ class Executor(Generic[S]):
                 rows: Sequence[Tuple[str, Sequence[Any]]] = ()) -> int:
         machine = self.machine
         journalled = machine.dump_state(new)
-        if self.before_commit is not None:
-            # Test hook: crash right before the commit. It sees both states as the journal holds them.
-            self.before_commit(machine.dump_state(old), journalled)
         version = self.journal.transition(key, self.owner, version, journalled, machine.label(new),
                                           machine.is_terminal(new), machine.label(old), note, rows=rows)
         self._emit("transition", frm=machine.label(old), to=machine.label(new), note=note, state=journalled)

@@ -380,7 +380,7 @@ def read_journal(path, password=None, files=None):
         with open(path, "rb") as handle:
             magic = handle.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        raise JournalError("journal: cannot read %s (%s)" % (path, exc.strerror or exc))
+        raise JournalError("journal: cannot read %s (%s)" % (path, exc.strerror or exc)) from exc
     if magic != SQLITE_MAGIC:
         # Checked before opening: the journal code would initialise an empty file as a journal.
         raise JournalError("journal: %s is not a gpuprov journal (not an SQLite database); set the journal "
@@ -447,7 +447,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                                      "journal (%s): hosts are reached with the host keys already there" % exc)
                 rows, states = read_journal(journal_path, password)
         except JournalError as exc:
-            raise AnsibleParserError("gpuprov.cloud.journal: %s" % to_native(exc))
+            raise AnsibleParserError("gpuprov.cloud.journal: %s" % to_native(exc)) from exc
         return {"rows": rows, "states": states}
 
     def parse(self, inventory, loader, path, cache=True):
@@ -458,7 +458,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             hostnames = check_hostnames(self.get_option("hostnames"))
             filters = check_filters(self.get_option("filters"))
         except ValueError as exc:
-            raise AnsibleParserError("gpuprov.cloud.journal: %s: %s" % (path, exc))
+            raise AnsibleParserError("gpuprov.cloud.journal: %s: %s" % (path, exc)) from exc
         journal_path, explicit = self._journal_path(path)
         state_dir = default_state_dir()
         _source, key_path = ssh.key_source(self.get_option("ssh_key"), None, state_dir)

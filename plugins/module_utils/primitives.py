@@ -81,7 +81,7 @@ def _call(primitive: str, where: Any, fn: Callable, *args: Any) -> Any:
     try:
         return fn(*args)
     except ProviderError as exc:
-        raise _Failed(exc, primitive, str(where or ""))
+        raise _Failed(exc, primitive, str(where or "")) from exc
 
 
 def _invalid(msg: str) -> ProviderError:
@@ -117,7 +117,7 @@ def _options(cloud: str, params: Dict[str, Any], clouds: List[str]) -> Dict[str,
     try:
         return options_for(cloud, params.get("cloud_options"), clouds, registry.ADAPTERS)
     except ValueError as exc:
-        raise _invalid(str(exc))
+        raise _invalid(str(exc)) from exc
 
 
 def _provider(cloud: str, params: Dict[str, Any], clouds: List[str], journal_id: Optional[str] = None) -> Provider:
@@ -154,7 +154,7 @@ def _table(rows: List[Dict[str, Any]]) -> List[str]:
         body.append((str(r["rank"] or "-"), r["cloud"], r["region"], r["zone"] or "-", r["instance_type"], gpu,
                      price + (" spot" if r["spot"] else ""), avail))
     widths = [max(len(line[i]) for line in [head] + body) for i in range(len(head) - 1)]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)) + "  " + line[-1]
             for line in [head] + body]
 
 
@@ -414,7 +414,7 @@ def _lease_ttl(params: Dict[str, Any]) -> float:
     try:
         return lease_ttl(params)
     except ValueError as exc:
-        raise _invalid(str(exc))
+        raise _invalid(str(exc)) from exc
 
 
 def _wait_timeout(params: Dict[str, Any]) -> float:

@@ -91,7 +91,7 @@ def assert_means_the_same(stored, written, where="state"):
             assert written[key] == ADDED[key], "%s.%s" % (where, key)
     elif isinstance(stored, list):
         assert isinstance(written, list) and len(written) == len(stored), where
-        for index, (old, new) in enumerate(zip(stored, written)):
+        for index, (old, new) in enumerate(zip(stored, written, strict=True)):
             assert_means_the_same(old, new, "%s[%d]" % (where, index))
     else:
         assert written == stored, where

@@ -331,7 +331,7 @@ class Executor(Generic[S]):
             return self.machine.load_state(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise JournalError("%s: the journal %s holds a %s state this version cannot read (%s: %s): %.300s"
-                               % (key, self.journal.location, self.machine.KIND, type(exc).__name__, exc, data))
+                               % (key, self.journal.location, self.machine.KIND, type(exc).__name__, exc, data)) from exc
 
     def _start(self, key: str, initial: Callable[[Optional[Dict[str, Any]], Optional[str]], S]) -> Tuple[S, int, bool]:
         """(state, version, resumed) after resuming or beginning ``key``."""

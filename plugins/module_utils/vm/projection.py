@@ -111,7 +111,7 @@ def vms(journal: JournalStore, name: Optional[str] = None) -> List[Dict[str, Any
         args = (name,)
     out = []
     for r in journal.query(sql + " ORDER BY name", args):
-        row = dict(zip(cols, r))
+        row = dict(zip(cols, r, strict=True))
         if row.get("detail"):
             row["detail"] = json.loads(row["detail"])
         out.append(row)
@@ -146,7 +146,7 @@ def vms_with_ready_vm(journal: JournalStore) -> List[Tuple[Dict[str, Any], Optio
         found = [r[:-1] + (_ready_vm(r[-1]),) for r in journal.query(sql % "machines.state")]
     out = []
     for r in found:
-        row = dict(zip(cols, r))
+        row = dict(zip(cols, r[:-1], strict=True))   # r: the row's columns, then the Ready VM record
         if row.get("detail"):
             row["detail"] = json.loads(row["detail"])
         out.append((row, r[-1]))

@@ -65,7 +65,7 @@ def build_settings(params: Dict[str, Any], public_key: str) -> VmSettings:
         spec = request_params.instance_spec(params, name, public_key)
         prefer, max_price = request_params.search_preferences(params)
     except ProviderError as exc:
-        raise InvalidParameters(exc.msg)
+        raise InvalidParameters(exc.msg) from exc
     for field in ("boot_timeout", "ssh_timeout", "teardown_timeout"):
         _positive(params, field)
     options = params.get("cloud_options") or {}
@@ -156,7 +156,7 @@ class VmService:
         try:
             self.lease_ttl = provider_args.lease_ttl(self.params)
         except ValueError as exc:
-            raise InvalidParameters(str(exc))
+            raise InvalidParameters(str(exc)) from exc
         settings.cloud_options.setdefault("local", {}).setdefault("root", os.path.join(self.state_dir, "local"))
         files = ssh.ControllerFiles(self.state_dir, key_path)
         location = journal_location(self.params.get("journal"))
@@ -169,7 +169,7 @@ class VmService:
                 return settings, files
             self.journal = projection.open_journal(location, password=self.params.get("journal_password"))
         except JournalError as exc:
-            raise InvalidParameters(str(exc))
+            raise InvalidParameters(str(exc)) from exc
         self.journal_path = self.journal.path   # a DSN as it may be shown: without its password
         # known_hosts and the ssh config are generated from the journal: this state directory may be new.
         files.write_from_journal(lambda: projection.vms(self.journal))

@@ -213,7 +213,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
         rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, price,
                      vm["updated_at"]) + expiry_report.columns(vm))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for vm in vms:
         if vm["leaked"]:
             lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: %s"

@@ -25,7 +25,7 @@ COLLECTIONS = REPO / "build" / "collections"
 sys.path.insert(0, str(COLLECTIONS))
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection  # noqa: E402
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status  # noqa: E402
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import read_status  # noqa: E402
 
 BIN = pathlib.Path(sys.executable).parent
 LOCATION = {"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a"}

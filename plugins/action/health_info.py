@@ -13,10 +13,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health_args import HEALTH_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.plugin_utils.machine_credential import machine_credential_key
 
 display = Display()
@@ -38,7 +38,7 @@ class ActionModule(ActionBase):
     def _check(self, result, params, task_vars, hidden):
         try:
             from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
-            from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
+            from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health import HealthCheck
         except ImportError as exc:
             raise AnsibleActionFail("gpuprov.cloud.health_info cannot load its controller code: %s" % missing_import(exc)) from exc
         # Read-only in every mode: check mode runs the same checks.

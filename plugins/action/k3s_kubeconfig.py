@@ -14,7 +14,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import K3S_KUBECONFIG_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import default_state_dir
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.diff import masked_kubeconfig
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.diff import masked_kubeconfig
 
 
 def _file_diff(path, before, after):

@@ -7,7 +7,7 @@ plugins/modules/offers.py."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import OFFERS
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.primitive_tasks import OFFERS
 from ansible_collections.gpuprov.cloud.plugins.plugin_utils.controller_module import ControllerModuleAction
 
 

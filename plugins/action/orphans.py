@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
@@ -29,7 +29,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         try:
-            from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
+            from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import sweep
         except ImportError as exc:
             raise AnsibleActionFail("gpuprov.cloud.orphans cannot load its controller code: %s" % missing_import(exc)) from exc
         validation, params = self.validate_argument_spec(argument_spec=validation_spec(sweep.ORPHANS_ARGUMENT_SPEC))

@@ -10,9 +10,9 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.ssh_files import (
     SSH_FILES_ARGUMENT_SPEC, SshFilesError, generate,
 )
 from ansible_collections.gpuprov.cloud.plugins.plugin_utils.machine_credential import machine_credential_key

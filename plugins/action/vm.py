@@ -13,16 +13,16 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import reconcile_clouds, validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import reconcile_clouds, validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import, missing_package
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.args import VM_ARGUMENT_SPEC
 
 # Imported with the plugin, not in run(): the strategy loads this plugin in ansible-playbook's own process
 # before it forks a worker per host, so a fleet's workers share one import of the controller code instead
 # of each paying for it (about 0.2 s of CPU a VM).
 try:
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     SERVICE_IMPORT_ERROR = None
 except ImportError as exc:
     VmService = None

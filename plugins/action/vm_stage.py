@@ -11,7 +11,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import stages
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster.args import VM_STAGE_ARGUMENT_SPEC
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import task_secrets
 
 

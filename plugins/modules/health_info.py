@@ -217,7 +217,7 @@ msg:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health_args import HEALTH_ARGUMENT_SPEC
 
 
 def main():

@@ -98,7 +98,7 @@ error:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
-from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import INSTANCE_INFO, finish
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.primitive_tasks import INSTANCE_INFO, finish
 
 
 def main():

@@ -141,8 +141,8 @@ table:
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import DEFAULT_LIMIT, read_status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import DEFAULT_LIMIT, read_status
 
 
 def main():

@@ -158,7 +158,7 @@ error:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.journal_module import JournalModule
-from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import OFFERS, finish
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.primitive_tasks import OFFERS, finish
 
 
 def main():

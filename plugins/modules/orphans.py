@@ -239,7 +239,7 @@ table:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import ORPHANS_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.sweep import ORPHANS_ARGUMENT_SPEC
 
 
 def main():

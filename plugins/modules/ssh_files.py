@@ -107,7 +107,7 @@ hosts:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import SSH_FILES_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.ssh_files import SSH_FILES_ARGUMENT_SPEC
 
 
 def main():

@@ -222,7 +222,7 @@ targets:
 """
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.controller_only import refuse_outside_controller
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.args import VM_ARGUMENT_SPEC
 
 
 def main():

@@ -24,7 +24,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 
 display = Display()

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import GROUP_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import GROUP_SPEC
 
 BIN = os.path.dirname(sys.executable)
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)

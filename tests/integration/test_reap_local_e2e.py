@@ -4,7 +4,7 @@ and a second reap changes nothing. Local VMs run no boot script, so no watchdog:
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import read_status
 from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 

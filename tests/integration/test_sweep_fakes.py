@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ResourceKind
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import sweep
 from ansible_collections.gpuprov.cloud.tests.conformance.conftest import _load
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import adapter_class
 

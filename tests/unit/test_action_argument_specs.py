@@ -16,8 +16,8 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import args as cluster_args
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import args as vm_args
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args, ssh_files
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import args as vm_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import health_args, ssh_files
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "build" / "collections"

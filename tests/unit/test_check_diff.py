@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import diff as vm_diff
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
 BASE = {"name": "cdiff", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,
@@ -80,8 +80,8 @@ def test_masked_kubeconfig_hides_credentials_only():
 
 
 def test_instance_diff_shows_the_instance_record_before_and_after(home):
-    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.primitive_tasks import instance_diff as with_diff
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.primitive_tasks import instance_diff as with_diff
 
     params = {"name": "cdinst", "cloud": "local", "state": "present", "cloud_options": {}, "gpu_count": 1}
     would = with_diff(primitives.instance(dict(params), check_mode=True), "present")

@@ -1,4 +1,4 @@
-"""Progress on long waits (vm/progress.py), driven by a fake clock: a heartbeat line at
+"""Progress on long waits (tasks/progress.py), driven by a fake clock: a heartbeat line at
 least every 15 s with the elapsed time and the last observed status, while a boot or SSH
 wait repeats the same status and while one step blocks."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HEARTBEAT_S, ProgressPrinter
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.progress import HEARTBEAT_S, ProgressPrinter
 
 LINE = re.compile(r"^\[vm1 +(\d+\.\d)s\] ")
 

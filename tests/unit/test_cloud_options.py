@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only, provider_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import options as shared
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, ProviderError

@@ -20,7 +20,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import provider_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import options as shared
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 

@@ -229,8 +229,8 @@ def _reasons():
 
 
 def test_offers_check_mode_and_provision_agree_without_credentials(bare_controller):
-    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
     before = len(bare_controller.calls())
     offers = primitives.offers({"clouds": SEARCH["clouds"], "gpu": "H100"})
@@ -258,8 +258,8 @@ def test_offers_check_mode_and_provision_agree_without_credentials(bare_controll
 def test_refused_aws_credentials_agree_too(moto_ec2, monkeypatch, tmp_path):
     """Keys boto3 finds but AWS refuses: offers and check mode ask once (GetCallerIdentity), the launch is
     refused by its first call (prepare's DescribeInstanceTypeOfferings) and leaves AWS with nothing to undo."""
-    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
     monkeypatch.setenv("GPUPROV_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)

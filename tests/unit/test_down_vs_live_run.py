@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 from ansible_collections.gpuprov.cloud.tests.fakes import scripted_provider
 from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 

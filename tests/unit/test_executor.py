@@ -405,7 +405,7 @@ def test_a_step_returning_something_else_is_a_type_error_and_releases_the_lease(
 
 
 def test_an_executor_built_as_the_production_callers_build_it_backs_off_and_retries(journal, clock):
-    """vm/service.py, vm/sweep.py and primitives.py inject no rng: the executor draws its own jitter."""
+    """tasks/service.py, tasks/sweep.py and primitives.py inject no rng: the executor draws its own jitter."""
     policy = RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=10.0, jitter=0.5)
     machine = ScriptedMachine({"A": [Retry("throttled"), Retry("throttled"), Next({"kind": "Done"})]}, policy=policy)
     sleeper = Sleeper(clock)

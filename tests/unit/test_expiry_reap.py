@@ -10,8 +10,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_sta
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap, store, vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import read_status
 from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 BASE = {"name": "reaped", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],

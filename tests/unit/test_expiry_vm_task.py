@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import limits as lim
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store, vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
 BASE = {"name": "lim", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,

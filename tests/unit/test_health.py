@@ -1,4 +1,4 @@
-"""gpuprov.cloud.health's checks (vm/health.py) against the local cloud with real sshd:
+"""gpuprov.cloud.health's checks (tasks/health.py) against the local cloud with real sshd:
 VMs made by VmService in a temporary state directory, then disagreements made on
 purpose (an instance removed, killed or stopped behind the journal's back, a journal
 row rewritten, another journal's instance), and k3s /readyz against a real TLS server,
@@ -28,9 +28,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local as local_mod
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health, projection, ssh
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health import HealthCheck
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import health
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health import HealthCheck
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server (sshd)")
 

@@ -12,8 +12,8 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import controller_only
 from ansible_collections.gpuprov.cloud.plugins.action import health_info as action
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import GROUP_SPEC
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.health_args import HEALTH_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import GROUP_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health_args import HEALTH_ARGUMENT_SPEC
 from ansible_collections.gpuprov.cloud.plugins.modules import health_info as documentation
 from ansible_collections.gpuprov.cloud.tests.unit.test_action_argument_specs import BIN, COLLECTIONS, _shape
 

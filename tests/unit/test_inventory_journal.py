@@ -20,7 +20,7 @@ from ansible_collections.gpuprov.cloud.plugins.inventory import journal as inv
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal, JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import local as local_mod
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -15,14 +15,15 @@ from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprov.cloud.plugins.inventory.journal import InventoryModule
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitive_tasks
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitive_tasks
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import args as cluster_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import GROUP_SPEC, validation_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import GROUP_SPEC, validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import journal_location
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import args as vm_args
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import health_args, projection, ssh_files, sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import args as vm_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import health_args, ssh_files, sweep
 from ansible_collections.gpuprov.cloud.plugins.modules import journal_info
 from ansible_collections.gpuprov.cloud.tests import pg_server
 from ansible_collections.gpuprov.cloud.tests.unit.test_action_argument_specs import BIN, COLLECTIONS, REPO

@@ -19,7 +19,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals imp
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Offer, ProviderError,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import status
 from ansible_collections.gpuprov.cloud.tests import pg_server
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
 

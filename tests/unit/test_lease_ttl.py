@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives, provider_args
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives, provider_args
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service, sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import service, sweep
 
 BASE = {"name": "ttl", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,

@@ -8,9 +8,8 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import MAX_RETRY_AFTER_S
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, ProviderError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest import RestError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
-    choose_offers, search_preferences,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.request_params import search_preferences
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import choose_offers
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
 
 A, B = "fakea", "fakeb"

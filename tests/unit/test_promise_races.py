@@ -10,16 +10,17 @@ import signal
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, sweep
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import ORPHAN, OWNED
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.sweep import ORPHAN, OWNED
 
 BASE = {"name": "svc", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,

@@ -63,7 +63,7 @@ def test_anything_but_a_result_is_refused_with_what_was_expected():
 
 
 def test_a_price_reads_the_same_here_as_in_check_mode_and_the_offers_table():
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import service
     free = dict(UP, vm=dict(UP["vm"], price_per_hour=0.0))
     assert provision_summary(free, "train1")[0] == "train1 is up on aws/us-east-1 (i-0abc), $0/h"
     assert service._price(0.0) == " ($0/h)" and service._price(2.5) == " ($2.5/h)"

@@ -17,7 +17,7 @@ VM = {"name": "keptvm", "state": "present", "clouds": ["local"], "gpu": None, "g
 @pytest.fixture
 def home(home, monkeypatch):
     """conftest.py's home, on a local cloud that cannot change tags; at the end this file's VM is taken down."""
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     monkeypatch.setattr(LocalProvider, "can_retag", False)
     yield home
     if (home / "journal.sqlite").exists():   # never leave an sshd behind
@@ -29,7 +29,7 @@ def _tags_warnings(result):
 
 
 def test_the_cannot_change_tags_warning_is_given_once_per_asked_for_change(home):
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     up = VmService(dict(VM)).run()
     assert up["state"] == "Ready" and not _tags_warnings(up), up
     assert not _tags_warnings(VmService(dict(VM)).run())   # the tags it was made with: nothing to say

@@ -19,10 +19,10 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import service as vm_service
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import sweep
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import service as vm_service
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import sweep
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
 # Keys Ansible itself gives every task result: documented by Ansible, not by each module.
 COMMON_KEYS = {"changed", "failed", "msg", "diff", "warnings", "invocation", "skipped"}

@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, Block())
-    from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
     cloud = sys.argv[2]
     result = primitives.offers({"clouds": [cloud], "gpu": "H100", "gpu_count": 1,
                                 "cloud_options": {cloud: json.loads(sys.argv[3])}})

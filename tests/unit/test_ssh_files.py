@@ -1,4 +1,4 @@
-"""gpuprov.cloud.ssh_files (vm/ssh_files.py): known_hosts and the ssh config written from the
+"""gpuprov.cloud.ssh_files (tasks/ssh_files.py): known_hosts and the ssh config written from the
 journal into a state directory that has neither, with the key as key_source picks it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh_files import SshFilesError, generate
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.ssh_files import SshFilesError, generate
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIK" + "q" * 42
 

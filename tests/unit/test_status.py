@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import read_status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import read_status
 
 LOC = {"cloud": "aws", "region": "us-east-1", "zone": None}
 
@@ -75,7 +75,7 @@ def test_one_vm_only(tmp_path):
 
 
 def test_a_leaked_instance_teardown_row_says_how_to_resolve_it():
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import status
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import status
     row = {"name": "instance:aws:w1", "state": "Leaked", "status": "none", "cloud": None, "region": None,
            "instance_id": None, "ssh_host": None, "ssh_port": None, "updated_at": "-", "in_progress": False,
            "leaked": True, "reason": "instances still present", "targets": [], "last_transitions": []}

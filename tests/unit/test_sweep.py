@@ -1,4 +1,4 @@
-"""The orphan sweep (plugins/module_utils/vm/sweep.py): the join of listed resources with the
+"""The orphan sweep (plugins/module_utils/tasks/sweep.py): the join of listed resources with the
 journal, the choice of what a removal touches, credential detection, and whole sweeps on the
 local cloud (real sshd processes) with orphans planted on purpose."""
 
@@ -15,9 +15,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     InstanceSpec, Location, Owned, ResourceKind, ResourceRequest, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.local import LocalProvider
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states, projection, sweep, teardown_states
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states, projection, teardown_states
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import sweep
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import ensure_controller_key
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.sweep import (
     FOREIGN, LEGACY, ORPHAN, OWNED, RowView, classify, removal_groups,
 )
 
@@ -386,7 +387,7 @@ def test_check_mode_predicts_the_removal_and_changes_nothing(world, monkeypatch)
 
 
 def test_sweep_keys_are_no_vm_keys():
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import is_vm_key
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import is_vm_key
     assert is_vm_key("train1")
     assert not is_vm_key(sweep.sweep_key("train1")) and not is_vm_key(sweep.sweep_key("train1", THEIRS))
     assert not is_vm_key("instance:aws:train1")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ErrorKind, ProviderError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import REGIONS_NAMED, check_regions
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 
 BASE = {"name": "reg", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,

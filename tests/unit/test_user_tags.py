@@ -10,7 +10,7 @@ from ansible_collections.gpuprov.cloud.tests.unit.conftest import AWS_JOURNAL_ID
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, InstanceSpec, Offer, ProviderError,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import instance_spec, user_tags
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.request_params import instance_spec, user_tags
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUnitTestOnlyNotARealKey000000000000000 unit@test"
 USER = {"team": "ml", "cost-center": "42"}
@@ -122,7 +122,7 @@ VM = {"name": "tagvm", "state": "present", "clouds": ["local"], "gpu": None, "gp
 @pytest.fixture
 def home(home):
     """conftest.py's home; at the end this file's VM is taken down."""
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     yield home
     if (home / "journal.sqlite").exists():   # never leave an sshd behind
         VmService(dict(VM, state="absent")).run()
@@ -134,7 +134,7 @@ def _local_tags(home, instance_id):
 
 
 def test_vm_tags_a_new_vm_and_retags_a_kept_one_with_purge_tags(home):
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     up = VmService(dict(VM)).run()
     assert up["changed"] and up["state"] == "Ready", up
     instance_id = up["vm"]["instance_id"]
@@ -164,7 +164,7 @@ def test_vm_tags_a_new_vm_and_retags_a_kept_one_with_purge_tags(home):
 
 
 def test_vm_refuses_a_reserved_tag_before_anything_exists(home):
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     result = VmService(dict(VM, tags={"gpuprov-vm-name": "other"})).run()
     assert result["failed"] and result["msg"].startswith("tags: 'gpuprov-vm-name' is reserved"), result
     assert not (home / "local" / "tagvm").exists()

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import (
     InvalidParameters, VmService, build_settings,
 )
 

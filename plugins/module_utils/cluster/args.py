@@ -8,7 +8,7 @@ each spec matches the documented options)."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import group_argument_spec
 
 K3S_KUBECONFIG_ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),

@@ -21,7 +21,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils import money
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import group_argument_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, ProviderError, Status
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
@@ -63,7 +63,7 @@ def observe_instance(vm: Dict[str, Any], options: Dict[str, Any], journal_id: st
 def teardown_as_down(params: Dict[str, Any]) -> Dict[str, Any]:
     """``down`` for one VM: the vm service with ``state: absent`` (under the name's lease, journalled)."""
     # Imported here: the service brings the launch and teardown machines, which a dry run never needs.
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.service import VmService
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
     result: Dict[str, Any] = VmService(params).run()
     return result
 
@@ -79,7 +79,7 @@ def _cloud_options(params: Dict[str, Any], journalled: Dict[str, Dict[str, Any]]
 def vm_params(params: Dict[str, Any], name: str, cloud: str) -> Dict[str, Any]:
     """The vm task's parameters for ``down`` of ``name`` on ``cloud``: the reap task's shared options, the vm
     module's defaults for the rest."""
-    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.args import VM_ARGUMENT_SPEC
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.args import VM_ARGUMENT_SPEC
     vm = {key: spec.get("default") for key, spec in VM_ARGUMENT_SPEC.items()}
     vm.update({k: v for k, v in params.items() if k in VM_ARGUMENT_SPEC})
     vm.update(name=name, state="absent", clouds=[cloud], cloud=None)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What ``status`` shows of the limits (issue 27): per VM the time left, the spend so far and the cap (columns
 LEFT, SPENT and CAP), the summary's total per hour and total spent, and a warning for each VM within the hour of
-its deadline or past it. vm/status.py calls these; the decision is decide.py's, from the journal alone (status
+its deadline or past it. tasks/status.py calls these; the decision is decide.py's, from the journal alone (status
 looks at no cloud, so a VM is taken as billing while the journal says it is up).
 """
 

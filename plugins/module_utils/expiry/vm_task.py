@@ -4,7 +4,7 @@
 """What the ``vm`` task does with a VM's limits (issue 27): its options, checked before anything is made; the
 journal write once the launch reached Ready (the journal first, then the VM's watchdog); the diff and warnings.
 
-vm/service.py calls ``invalid_limits`` before it runs a machine, ``after_ready`` once its VM is up, and
+tasks/service.py calls ``invalid_limits`` before it runs a machine, ``after_ready`` once its VM is up, and
 ``forget`` when the VM is torn down; everything else is here, so that module keeps to a few calls.
 """
 

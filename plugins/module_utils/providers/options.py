@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -39,6 +40,11 @@ from ansible.module_utils.common.parameters import env_fallback
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     BlockScope, ErrorKind, Provider, ProviderError,
 )
+
+
+# Option names that read as credentials: a second guard, beside each adapter's declared
+# ``no_log`` options (Provider.secret_options), for adapters that declare none.
+SECRET_OPTION = re.compile(r"secret|passw|token|access_key|api_?key|private|credential", re.IGNORECASE)
 
 # Keys of a declaration that document or bound an option; Ansible's argument spec has no such keys.
 DOC_KEYS = ("description", "minimum", "maximum")

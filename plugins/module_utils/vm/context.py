@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import boot as expiry_boot
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import SECRET_OPTION
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import SECRET_OPTION
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Capabilities, InstanceSpec, Provider, ResourceRequest,
 )

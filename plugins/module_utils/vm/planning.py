@@ -2,7 +2,7 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Planning every cloud of a search, as the launch (vm/launch.py), check mode
-(vm/service.py) and the ``offers`` module (primitives.py) all do it, so that the three
+(tasks/service.py) and the ``offers`` module (primitives.py) all do it, so that the three
 tell the same truth: build the cloud's adapter, check its credentials before anything
 else (``Provider.check_credentials``: local, no call), then plan.
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.money import usd
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, Offer, Provider, ProviderError, ResourceRequest,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import choose_offers
 
 
 @dataclasses.dataclass
@@ -119,3 +119,31 @@ def plan_search(settings: Any, provider_of: Callable[[str], Provider]) -> PlanOu
     outcome.history.extend({"offer": offer.offer_id, "outcome": "unavailable" if not offer.available else "skipped",
                             "error": ProviderError(ErrorKind.UNAVAILABLE, reason).to_dict()} for offer, reason in skipped)
     return outcome
+
+
+def choose_offers(planned: List[Offer], prefer: str = "order",
+                  max_price_per_hour: Optional[float] = None) -> Tuple[List[Offer], List[Tuple[Offer, str]]]:
+    """The offers a search tries, in order, and the ones it skips with the reason why.
+
+    ``prefer`` "order" keeps the order of ``clouds`` (each cloud's own order within it);
+    "price" orders every cloud's offers by hourly price, cheapest first, offers of unknown
+    price last (in cloud order). ``max_price_per_hour`` skips dearer offers, and offers whose
+    price the cloud does not report (they cannot be shown to be under it). Offers out of
+    stock are skipped with the vendor's reason."""
+    chosen: List[Offer] = []
+    skipped: List[Tuple[Offer, str]] = []
+    for offer in planned:
+        price = offer.price_per_hour
+        if not offer.available:
+            skipped.append((offer, offer.unavailable_reason or "unavailable"))
+        elif max_price_per_hour is not None and price is None:
+            skipped.append((offer, "the cloud reports no price, and max_price_per_hour is %s"
+                            % usd(max_price_per_hour)))
+        elif max_price_per_hour is not None and price > max_price_per_hour:
+            skipped.append((offer, "%s/h is above max_price_per_hour %s" % (usd(price), usd(max_price_per_hour))))
+        else:
+            chosen.append(offer)
+    if prefer == "price":
+        # sorted() is stable: equal prices keep the order of clouds.
+        chosen = sorted(chosen, key=lambda o: (o.price_per_hour is None, o.price_per_hour or 0.0))
+    return chosen, skipped

@@ -77,7 +77,7 @@ class TeardownFields:
     vm_name: str
     targets: List[Target]
     reason: str
-    # The orphan sweep's (vm/sweep.py): the journal ids whose instances it may remove (None: any other teardown).
+    # The orphan sweep's (tasks/sweep.py): the journal ids whose instances it may remove (None: any other teardown).
     journal_ids: Optional[JournalIds] = None
 
     kind: ClassVar[str]

@@ -52,7 +52,7 @@ def of_offer(offer: Dict[str, Any], status: str) -> Dict[str, Any]:
 
 
 def of_instance_row(row: Optional[Dict[str, Any]], offer: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The VM record of an instance row (plugins/module_utils/primitives.py), with the type and GPU
+    """The VM record of an instance row (plugins/module_utils/tasks/primitives.py), with the type and GPU
     of the offer it was made from; {} for none."""
     if not row:
         return {}

@@ -8,7 +8,7 @@ module file that carries its documentation: the module_defaults group's shared o
 
 from __future__ import annotations
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import group_argument_spec
 
 HEALTH_ARGUMENT_SPEC = group_argument_spec(
     name=dict(type="str"),

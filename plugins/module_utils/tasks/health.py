@@ -29,7 +29,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     InstanceSpec, Location, Observed, Offer, ProviderError, ResourceRequest, SshEndpoint,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection, ssh, status
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection, ssh
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import status
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Aborted, Ready, WholeSearch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 

@@ -28,14 +28,15 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql 
     Conflict, JournalError, JournalStore, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import lease_ttl, options_for
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import lease_ttl, options_for
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ErrorKind, InstanceSpec, Location, Observed, Offer, Provider, ProviderError, Status, validate_vm_name,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.request_params import (
-    choose_offers, instance_spec, resource_request, search_clouds, search_preferences, the_cloud,
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.request_params import (
+    instance_spec, resource_request, search_clouds, search_preferences, the_cloud,
 )
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import choose_offers
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
@@ -43,7 +44,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.planning import plan_clouds
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import InstanceRecord
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.instance_teardown import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.instance_teardown import (
     INSTANCE_RECORD_KIND, InstanceTeardown, WatchedProvider, covers, initial_for, journal_key,
 )
 
@@ -342,7 +343,7 @@ class InstanceRecorder:
     """Writes the journal row (``instance:<cloud>:<vm name>``, kind ``instance``, holding a
     teardown_states.InstanceRecord) that says an instance task made, or found and kept, an
     instance at a location: the orphan sweep and ``status`` see it as
-    owned until ``state=absent`` tears it down (vm/instance_teardown.py). Written under the key's
+    owned until ``state=absent`` tears it down (tasks/instance_teardown.py). Written under the key's
     lease, before create is called (``Creating``, which owns whatever may appear there) and again
     with the instance id (``Present``); both are terminal, so a crash between leaves a row that
     still owns the location and a re-run that replaces it."""

@@ -29,15 +29,11 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from typing import Any, Dict, Iterable
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.registry import DEFAULT_CLOUD
 
-# Option names that read as credentials: a second guard, beside each adapter's declared
-# ``no_log`` options (Provider.secret_options), for adapters that declare none.
-SECRET_OPTION = re.compile(r"secret|passw|token|access_key|api_?key|private|credential", re.IGNORECASE)
 
 CLOUD_CHOICE_SPEC = dict(
     clouds=dict(type="list", elements="str"),

@@ -2,7 +2,7 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Task parameters -> what the adapters are asked for: the clouds, the ResourceRequest
-and the InstanceSpec. One path for ``gpuprov.cloud.vm`` (vm/service.py) and the
+and the InstanceSpec. One path for ``gpuprov.cloud.vm`` (tasks/service.py) and the
 modules that wrap one primitive (primitives.py), so a parameter means the same thing
 in every task. A wrong value is an InvalidRequest ProviderError whose message starts
 with the parameter's name."""
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.money import usd
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, Offer, ProviderError, ResourceRequest,
+    JOURNAL_ID_TAG, VM_NAME_TAG, BootScript, ErrorKind, InstanceSpec, ProviderError, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
 
@@ -123,29 +122,3 @@ def search_preferences(params: Dict[str, Any]) -> Tuple[str, Optional[float]]:
     return prefer, limit
 
 
-def choose_offers(planned: List[Offer], prefer: str = "order",
-                  max_price_per_hour: Optional[float] = None) -> Tuple[List[Offer], List[Tuple[Offer, str]]]:
-    """The offers a search tries, in order, and the ones it skips with the reason why.
-
-    ``prefer`` "order" keeps the order of ``clouds`` (each cloud's own order within it);
-    "price" orders every cloud's offers by hourly price, cheapest first, offers of unknown
-    price last (in cloud order). ``max_price_per_hour`` skips dearer offers, and offers whose
-    price the cloud does not report (they cannot be shown to be under it). Offers out of
-    stock are skipped with the vendor's reason."""
-    chosen: List[Offer] = []
-    skipped: List[Tuple[Offer, str]] = []
-    for offer in planned:
-        price = offer.price_per_hour
-        if not offer.available:
-            skipped.append((offer, offer.unavailable_reason or "unavailable"))
-        elif max_price_per_hour is not None and price is None:
-            skipped.append((offer, "the cloud reports no price, and max_price_per_hour is %s"
-                            % usd(max_price_per_hour)))
-        elif max_price_per_hour is not None and price > max_price_per_hour:
-            skipped.append((offer, "%s/h is above max_price_per_hour %s" % (usd(price), usd(max_price_per_hour))))
-        else:
-            chosen.append(offer)
-    if prefer == "price":
-        # sorted() is stable: equal prices keep the order of clouds.
-        chosen = sorted(chosen, key=lambda o: (o.price_per_hour is None, o.price_per_hour or 0.0))
-    return chosen, skipped

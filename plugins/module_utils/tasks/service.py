@@ -23,7 +23,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql 
     Conflict, JournalError, JournalStore, LeaseHeld,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner, owner_role
-from ansible_collections.gpuprov.cloud.plugins.module_utils import money, provider_args, request_params
+from ansible_collections.gpuprov.cloud.plugins.module_utils import money
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import provider_args, request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Location, Offer, ProviderError, validate_vm_name,
@@ -32,12 +33,11 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import reg
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import (
-    diff as vm_diff, launch, launch_states as ls, planning, projection, ssh, sweep, teardown, teardown_states as ts,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch, launch_states as ls, planning, projection, ssh, teardown, teardown_states as ts
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import diff as vm_diff, sweep
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Leaked, Ready, WholeSearch
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.progress import HeartbeatThread, ProgressPrinter
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import search_summary
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.progress import HeartbeatThread, ProgressPrinter
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import search_summary
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
@@ -385,7 +385,7 @@ class VmService:
                                else "%s (skipped): %s" % (cloud_plan.cloud, exc.msg))
             if not cloud_plan.refused:
                 planned.extend(cloud_plan.offers)
-        chosen, passed_over = request_params.choose_offers(
+        chosen, passed_over = planning.choose_offers(
             planned, ctx.settings.prefer, ctx.settings.max_price_per_hour)
         skipped.extend("%s (unavailable): %s" % (offer.offer_id, why) for offer, why in passed_over)
         plan = [{"rank": rank, "offer_id": offer.offer_id, "cloud": offer.cloud, "region": offer.region,

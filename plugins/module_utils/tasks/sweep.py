@@ -41,7 +41,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalError, JournalStore, LeaseHeld
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import new_owner
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import (
     LEASE_TTL_DEFAULT_S, group_argument_spec, lease_ttl,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
@@ -58,8 +58,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import Done, Leaked, TeardownState
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.sweep_report import (  # the categories and tables
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import INSTANCE_KEY_PREFIX, SWEEP_KEY_PREFIX
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.sweep_report import (  # the categories and tables
     CATEGORIES, FOREIGN, LEGACY, ORPHAN, OWNED, callouts, cost_per_hour, describe, format_table, price_text,
 )
 

@@ -21,10 +21,10 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states i
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Offer
 
 
-# Journal keys of gpuprov.cloud.instance state=absent teardowns (vm/instance_teardown.py); a
+# Journal keys of gpuprov.cloud.instance state=absent teardowns (tasks/instance_teardown.py); a
 # VM name is a DNS label, so it never contains the ':'.
 INSTANCE_KEY_PREFIX = "instance:"
-# Journal keys of the orphan sweep's teardowns (vm/sweep.py): ``sweep:<vm name>``, or
+# Journal keys of the orphan sweep's teardowns (tasks/sweep.py): ``sweep:<vm name>``, or
 # ``sweep:<journal id>:<vm name>`` for another journal's resources.
 SWEEP_KEY_PREFIX = "sweep:"
 

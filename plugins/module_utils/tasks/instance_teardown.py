@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import Next, Poll, StepCx, StepResult
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Location, Observed, Provider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.status import INSTANCE_KEY_PREFIX
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import INSTANCE_KEY_PREFIX
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown import TeardownMachine
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import (
     AwaitingGone, DeletionRequested, InstanceRecord, Leaked, Requesting, TeardownState,

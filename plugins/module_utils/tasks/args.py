@@ -8,7 +8,7 @@ shares (module_utils/provider_args.py) plus the vm's own."""
 from __future__ import annotations
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.vm_task import LIMITS_SPEC
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import TAGS_SPEC, group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import TAGS_SPEC, group_argument_spec
 
 VM_ARGUMENT_SPEC = group_argument_spec(
     name=dict(type="str", required=True),

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils import primitives
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import (
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import primitives
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import (
     TAGS_SPEC, group_argument_spec, reconcile_clouds,
 )
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import diff as vm_diff
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import diff as vm_diff
 
 
 class PrimitiveTask:

@@ -11,7 +11,7 @@ import os
 from typing import Any, Dict, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
-from ansible_collections.gpuprov.cloud.plugins.module_utils.provider_args import group_argument_spec
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import group_argument_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
     default_state_dir, journal_exists, journal_location,
 )

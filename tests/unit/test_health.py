@@ -392,6 +392,18 @@ def test_an_unreachable_cloud_is_unknown_not_a_disagreement(home):
     assert _kinds(vm) == [health.SSH_FAILED]
 
 
+def test_a_state_this_version_cannot_read_is_unknown_and_the_others_are_still_checked(home):
+    _up("ok1")
+    _up("odd1")
+    _rewrite(home, "odd1", "launch", {"kind": "Hibernating"}, "Hibernating", True)
+    report = _check()
+    odd = _vm(report, "odd1")
+    assert "odd1: the journal holds a launch state this version cannot read (ValueError: unknown launch state " \
+           "'Hibernating') for it" in report["unknown"]
+    assert odd["journal"]["state"] == "Hibernating" and odd["journal"]["instance_id"] is None
+    assert _vm(report, "ok1")["verdict"] == "ok"
+
+
 # --- k3s /readyz through the access path ------------------------------------------------------------
 
 class _Api:

@@ -174,3 +174,13 @@ def test_paging_reads_a_postgresql_journal_alike():
         assert result["leaked"] == ["train2"]
     finally:
         server.destroy()
+
+
+def test_a_state_this_version_cannot_read_is_listed_by_its_label(tmp_path):
+    path = tmp_path / "j.sqlite"
+    journal = Journal(str(path))
+    journal.begin("odd1", "launch", {"kind": "Hibernating"}, "Hibernating", True, "test:1:x", 60, None)
+    journal.close()
+    [odd] = read_status(str(path))["vms"]
+    assert (odd["name"], odd["state"], odd["status"], odd["reason"], odd["search"]) == (
+        "odd1", "Hibernating", "none", None, None)

@@ -103,6 +103,21 @@ def test_a_leaked_row_and_an_unfinished_instance_teardown_own_their_locations():
     assert classify(owned(), MINE, [None, finished])[0] == ORPHAN
 
 
+def test_a_row_this_version_cannot_read_owns_everything_of_its_name(tmp_path):
+    journal = projection.open_journal(str(tmp_path / "journal.sqlite"))
+    try:
+        journal.begin("vm1", "launch", {"kind": "Hibernating"}, "Hibernating", True, "test:1:x", 60, None)
+        journal.release("vm1", "test:1:x")
+        row = RowView.of(journal, "vm1")
+    finally:
+        journal.close()
+    assert row.state is None and row.unreadable == "a launch state this version cannot read (ValueError: unknown " \
+                                                   "launch state 'Hibernating')"
+    category, why = classify(owned(location=Location("gcp", "us-central1")), MINE, [row])
+    assert category == OWNED and why == "journal row vm1 holds %s, so it may own anything of vm1" % row.unreadable
+    assert classify(owned(vm_name="vm2"), MINE, [None])[0] == ORPHAN
+
+
 def test_another_journals_resource_is_foreign_even_where_a_row_lives():
     category, why = classify(owned(journal_id=THEIRS), MINE, [ready_row()])
     assert category == FOREIGN and THEIRS in why

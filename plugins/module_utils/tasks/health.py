@@ -16,6 +16,7 @@ nothing. A host key pinned nowhere is reported, never recorded."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -85,10 +86,22 @@ class _Record:
     options: Dict[str, Dict[str, Any]]
     holder: Optional[str]           # owner of a live lease: a run is working on it
 
+    @functools.cached_property
+    def _loaded(self) -> Tuple[Optional[ls.JournalledState], str]:
+        try:
+            return (ls.load_journalled(self.row.state, self.row.kind) if self.row is not None else None), ""
+        except ls.UnreadableState as exc:
+            return None, exc.what
+
     @property
     def state(self) -> Optional[ls.JournalledState]:
-        """The row's state (launch_states.load_journalled), None for no row."""
-        return ls.load_journalled(self.row.state, self.row.kind) if self.row is not None else None
+        """The row's state (launch_states.load_journalled); None for no row, or one this version cannot read."""
+        return self._loaded[0]
+
+    @property
+    def unreadable(self) -> str:
+        """Why the row's state cannot be read ('' when it can, or there is no row)."""
+        return self._loaded[1]
 
 
 def _fix(verb: str, name: str) -> str:
@@ -244,6 +257,8 @@ class HealthCheck:
             disagreements.append({"kind": kind, "msg": msg, "fix": fix})
 
         state = record.state
+        if record.unreadable:
+            unknown.append("the journal holds %s for it" % record.unreadable)
         kind = state.kind if state is not None else None
         tracked = ls.vm_record(state) if isinstance(state, (Ready, Aborted)) else None
         journal_view = {

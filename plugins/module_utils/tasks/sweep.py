@@ -54,7 +54,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, teardown, teardown_states as ts
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import (
-    JournalledState, load_journalled, owned_targets,
+    JournalledState, UnreadableState, load_journalled, owned_targets,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.teardown_states import Done, Leaked, TeardownState
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
@@ -117,18 +117,23 @@ class RowView:
     state: Optional[JournalledState]
     terminal: bool
     running: bool        # a live run holds its lease
+    # Why its state cannot be read (say a version this one does not know wrote it): then it owns everything of its name.
+    unreadable: str = ""
 
     @classmethod
     def of(cls, journal: JournalStore, key: str) -> Optional["RowView"]:
         row = journal.load(key)
         if row is None:
             return None
-        return cls(key, row.kind, load_journalled(row.state, row.kind), row.terminal,
-                   journal.live_holder(key) is not None)
+        try:
+            state, unreadable = load_journalled(row.state, row.kind), ""
+        except UnreadableState as exc:
+            state, unreadable = None, exc.what
+        return cls(key, row.kind, state, row.terminal, journal.live_holder(key) is not None, unreadable)
 
     @property
-    def state_kind(self) -> Optional[str]:
-        return self.state.kind if self.state is not None else None
+    def state_kind(self) -> str:
+        return self.state.kind if self.state is not None else "unreadable"
 
 
 def row_owns(row: Optional[RowView], owned: Owned) -> str:
@@ -142,6 +147,9 @@ def row_owns(row: Optional[RowView], owned: Owned) -> str:
         return ""
     if row.running or not row.terminal:
         return "a run of %s is in progress (%s, state %s)" % (owned.vm_name, row.key, row.state_kind)
+    if row.unreadable:
+        # Fail closed: what such a row owns is unknown here, so nothing of its name is an orphan.
+        return "journal row %s holds %s, so it may own anything of %s" % (row.key, row.unreadable, owned.vm_name)
     if row.kind in (ts.TEARDOWN_KIND, ts.INSTANCE_TEARDOWN_KIND) and isinstance(row.state, Done):
         return ""
     for target in owned_targets(row.state):

@@ -94,7 +94,7 @@ def initial(previous: Optional[Dict[str, Any]], previous_kind: Optional[str]) ->
     state and machine kind, as the executor gives them)."""
     found = ls.load_journalled(previous, previous_kind)
     if isinstance(found, ts.InstanceRecord):
-        raise ls.UnreadableState("a launch never follows an instance record (%s)" % previous_kind)
+        raise ls.UnreadableState("a launch never follows an instance record (%s)" % previous_kind, previous)
     return Reconciling(found, previous_kind)
 
 

@@ -413,7 +413,11 @@ JournalledState = Union[LaunchState, TeardownState, InstanceRecord]
 
 
 class UnreadableState(JournalError):
-    """A journalled state that no version of this collection wrote."""
+    """A journalled state this version cannot read; ``what`` says so without the state's JSON."""
+
+    def __init__(self, what: str, data: Any):
+        super().__init__("%s: %.300s" % (what, data))
+        self.what = what
 
 
 def load_journalled(data: Optional[Dict[str, Any]], machine_kind: Optional[str]) -> Optional[JournalledState]:
@@ -429,9 +433,9 @@ def load_journalled(data: Optional[Dict[str, Any]], machine_kind: Optional[str])
         if machine_kind == ts.INSTANCE_RECORD_KIND:
             return InstanceRecord.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
-        raise UnreadableState("a %s state this version cannot read (%s: %s): %.300s"
-                              % (machine_kind, type(exc).__name__, exc, data))
-    raise UnreadableState("a row of an unknown machine kind %r: %.300s" % (machine_kind, data))
+        raise UnreadableState("a %s state this version cannot read (%s: %s)" % (machine_kind, type(exc).__name__, exc),
+                              data)
+    raise UnreadableState("a row of an unknown machine kind %r" % (machine_kind,), data)
 
 
 def held_search(state: Union[Attempt, NextOffer, Compensating]) -> Search:

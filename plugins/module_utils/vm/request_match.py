@@ -6,10 +6,13 @@ field by field, why it does not match (the launch's reuse check, vm/launch.py Re
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence
+
+if TYPE_CHECKING:
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmSettings
 
 
-def request_of(settings) -> Dict[str, Any]:
+def request_of(settings: "VmSettings") -> Dict[str, Any]:
     """What a VM was asked for, kept in its journalled record to judge a later request."""
     request = settings.request
     return {"gpu": request.gpu, "gpu_count": request.gpu_count, "clouds": list(settings.clouds),
@@ -24,7 +27,7 @@ def in_regions(vm: Dict[str, Any], regions: Sequence[str]) -> bool:
     return bool({fold(p) for p in vm["places"] if p} & {fold(r) for r in regions if r})
 
 
-def request_mismatch(vm: Dict[str, Any], settings) -> List[str]:
+def request_mismatch(vm: Dict[str, Any], settings: "VmSettings") -> List[str]:
     """Why the journalled ``vm`` does not satisfy this run's request (empty: it does),
     one phrase per differing field."""
     request = settings.request

@@ -275,7 +275,7 @@ class HealthCheck:
         cloud = self._cloud_view(ctx, record, unknown)
         looked = set(cloud["looked_at"]) - {e["location"] for e in cloud["errors"]}
         seen = [Observed.from_dict(entry) for entry in cloud["instances"]]
-        located = list(zip(seen, [entry["looked_at"] for entry in cloud["instances"]]))
+        located = list(zip(seen, [entry["looked_at"] for entry in cloud["instances"]], strict=True))
         mine = [(o, at) for o, at in located if o.owned_by(self.journal_id)]
         theirs = [(o, at) for o, at in located if not o.owned_by(self.journal_id)]
         current = next((o for o, _at in mine if tracked and o.instance_id == tracked["instance_id"]), None)
@@ -536,7 +536,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
         rows.append((vm["name"], state, vm["cloud"]["summary"], vm["ssh"]["status"], vm["k3s"]["status"],
                      vm["verdict"].upper() if vm["verdict"] != "ok" else "ok"))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     # What needs acting on first, then what could not be checked, then each VM's details.
     lines += ["DISAGREE %s (%s): %s. Fix: %s" % (vm["name"], item["kind"], item["msg"], item["fix"])
               for vm in vms for item in vm["disagreements"]]

@@ -434,7 +434,7 @@ def load_journalled(data: Optional[Dict[str, Any]], machine_kind: Optional[str])
             return InstanceRecord.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UnreadableState("a %s state this version cannot read (%s: %s)" % (machine_kind, type(exc).__name__, exc),
-                              data)
+                              data) from exc
     raise UnreadableState("a row of an unknown machine kind %r" % (machine_kind,), data)
 
 

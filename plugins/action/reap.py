@@ -2,45 +2,19 @@
 # Copyright: contributors to gpuprov.cloud
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin for gpuprov.cloud.reap: the controller's enforcement of the VMs' limits runs where the journal
-and the cloud credentials are, printing each VM it reaps. The documentation is in plugins/modules/reap.py."""
+and the cloud credentials are, printing each VM it reaps (plugin_utils/controller_task.py). The documentation is
+in plugins/modules/reap.py."""
 
 from __future__ import annotations
 
-import traceback
-
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
-
-from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import validation_spec
-from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import
-from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
-
-display = Display()
+from ansible_collections.gpuprov.cloud.plugins.plugin_utils.controller_task import ControllerTaskAction
 
 
-class ActionModule(ActionBase):
+class ActionModule(ControllerTaskAction):
 
-    TRANSFERS_FILES = False
-    _requires_connection = False  # the journal and the cloud APIs are the controller's
+    NAME = "gpuprov.cloud.reap"
+    RESUMES = "a teardown it began is journalled and the next reap or down resumes it"
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        try:
-            from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap
-        except ImportError as exc:
-            raise AnsibleActionFail("gpuprov.cloud.reap cannot load its controller code: %s" % missing_import(exc)) from exc
-        validation, params = self.validate_argument_spec(argument_spec=validation_spec(reap.REAP_ARGUMENT_SPEC))
-        # The no_log values and a journal DSN's password: hidden in every progress line and the result.
-        hidden = Hidden(params, validation._no_log_values)
-        try:
-            result.update(reap.run_task(params, bool(self._task.check_mode),
-                                        progress=lambda line: display.display(hidden.text("gpuprov %s" % line))))
-        except Exception as exc:  # pylint: disable=broad-except
-            display.vvv(hidden.text("gpuprov.cloud.reap: %s" % traceback.format_exc()))
-            result.update(failed=True, changed=False,
-                          msg="gpuprov.cloud.reap stopped on an unexpected %s: %s (-vvv shows the details); a "
-                              "teardown it began is journalled and the next reap or down resumes it"
-                              % (type(exc).__name__, exc))
-        return hidden.result(result)
+    def load(self):
+        from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap  # pylint: disable=import-outside-toplevel
+        return reap.REAP_ARGUMENT_SPEC, reap.run_task

@@ -296,17 +296,23 @@ def test_a_planning_outage_is_exhausted_with_an_empty_search(tmp_path):
 
 # --- the pace of waits ---------------------------------------------------------------------
 
+def waits_in(w, kind):
+    """The list the run's waits in state ``kind`` are recorded in, as it goes."""
+    seen = []
+
+    def record(seconds):
+        if kind_of(w.row().label) == kind:
+            seen.append(seconds)
+    w.clock.on_wait = record
+    return seen
+
+
 def test_a_new_vms_ssh_login_is_tried_again_after_a_quarter_second_then_less_often(tmp_path):
     p = ScriptedProvider(A, [offer(A, "r1")])
     w = World(tmp_path, [p])
     refusals = iter([launch.SshNotReady("connection refused")] * 3)
     w.ssh.default = lambda endpoint: next(refusals, None)
-    seen = []
-
-    def record(seconds):
-        if kind_of(w.row().label) == "Connecting":
-            seen.append(seconds)
-    w.clock.on_wait = record
+    seen = waits_in(w, "Connecting")
 
     out = w.launch()
 
@@ -321,12 +327,7 @@ def test_a_throttled_create_waits_at_least_what_the_cloud_asked(tmp_path):
     throttled.retry_after = 45.0
     p.fail("create", throttled, times=1)
     w = World(tmp_path, [p])
-    waits_in_creating = []
-
-    def record(seconds):
-        if kind_of(w.row().label) == "Creating":
-            waits_in_creating.append(seconds)
-    w.clock.on_wait = record
+    waits_in_creating = waits_in(w, "Creating")
 
     out = w.launch()
 

@@ -11,12 +11,12 @@ module: reap
 short_description: Tear down the VMs past their limits
 version_added: 0.1.0
 description:
-  - For every VM whose limits are journalled (the O(gpuprov.cloud.vm#module:vm:ttl), C(expires_at), C(idle_stop) and
+  - For every VM whose limits are journalled (the O(gpuprov.cloud.vm#module:ttl), C(expires_at), C(idle_stop) and
     C(max_spend) options), asks its cloud what its instance is doing and decides as C(docs/limits.md) tabulates
     it; each VM past its deadline (the earlier of its expiry and its spend cap reached), or stopped by its own
     watchdog, is to be reaped.
   - A dry run unless O(delete=true), like the orphan sweep; with it each VM to reap is torn down exactly as C(down)
-    tears it down (M(gpuprov.cloud.vm) with O(gpuprov.cloud.vm#module:vm:state=absent)), under the name's journal
+    tears it down (M(gpuprov.cloud.vm) with O(gpuprov.cloud.vm#module:state=absent)), under the name's journal
     lease and through the teardown machine, so a reap killed half-way is resumed by the next C(reap) or C(down).
   - A VM past its deadline that its cloud shows stopped (on V(docker), exited) stopped itself; it is reaped as
     C(expired (stopped itself)), never counted as a leak.

@@ -30,3 +30,15 @@ class JournalWithCommitHook:
 def with_commit_hook(journal: Any, hook: Optional[Callable[[Optional[Dict[str, Any]], Dict[str, Any]], None]]) -> Any:
     """``journal`` itself without a hook, else the journal wrapped to call it."""
     return journal if hook is None else JournalWithCommitHook(journal, hook)
+
+
+def crash_at_commit(n: int) -> Callable[[Optional[Dict[str, Any]], Dict[str, Any]], None]:
+    """A hook that lets ``n`` commits through and kills the run (toy_machine.Crash) right before the next one."""
+    from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import Crash  # pylint: disable=import-outside-toplevel
+    commits = {"seen": 0}
+
+    def hook(old: Optional[Dict[str, Any]], new: Dict[str, Any]) -> None:
+        commits["seen"] += 1
+        if commits["seen"] == n + 1:
+            raise Crash("commit %d" % n)
+    return hook

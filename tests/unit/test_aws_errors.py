@@ -18,7 +18,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 )
 
 C, Q, U, F, INV, T, K = (ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.UNAVAILABLE, ErrorKind.FAILED,
-                       ErrorKind.INVALID_REQUEST, ErrorKind.TRANSIENT, ErrorKind.CREDENTIALS)
+                         ErrorKind.INVALID_REQUEST, ErrorKind.TRANSIENT, ErrorKind.CREDENTIALS)
 
 # (code, HTTP status, kind, effective block scope). Statuses are what EC2 sends:
 # capacity and server codes come as 5xx, client codes as 4xx.

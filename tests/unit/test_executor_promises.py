@@ -66,9 +66,9 @@ def test_a_cancel_event_names_the_state_and_the_reason_asked_through_the_journal
 
     machine = ScriptedMachine({"A": [ask_down], "Comp": [Next({"kind": "Cancelled"})]})
     machine.on_cancel = lambda state: {"kind": "Comp"} if state["kind"] == "A" else None
-    outcome = Executor(journal, machine, clock=clock, heartbeat=False, rng=random.Random(1),
-                       on_event=lambda kind, data: events.append((kind, data))).run(KEY, start_at("A"),
-                                                                                   wait_poll=Waits(clock))
+    ex = Executor(journal, machine, clock=clock, heartbeat=False, rng=random.Random(1),
+                  on_event=lambda kind, data: events.append((kind, data)))
+    outcome = ex.run(KEY, start_at("A"), wait_poll=Waits(clock))
     assert outcome.cancelled and outcome.state == {"kind": "Cancelled"} and outcome.transitions == 2
     assert ("cancel", {"label": "A", "reason": "down asked by run-2"}) in events
     assert [kind for kind, _data in events] == ["begin", "poll", "cancel", "transition", "transition"]

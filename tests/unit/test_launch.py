@@ -16,6 +16,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BlockScope, ErrorKind, Location, ProviderError, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
+from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import Crash   # the controller dies: no commit
+from ansible_collections.gpuprov.cloud.tests.fakes.commit_hook import crash_at_commit
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (
     ScriptedProvider, World, at, kind_of, offer,
 )
@@ -23,10 +25,6 @@ from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (
 A, B = "fakea", "fakeb"
 LOC_A1 = Location(A, "r1", "r1-a")
 LOC_A1B = Location(A, "r1", "r1-b")
-
-
-class Crash(BaseException):
-    """The controller dies: nothing after the raise point runs (no commit)."""
 
 
 def crash_leaving(kind, times=1):
@@ -306,15 +304,9 @@ def test_a_crash_at_any_commit_point_resumes_to_one_vm(tmp_path, scenario):
         if scenario == "failover":
             p.fail("create", err(ErrorKind.CAPACITY, "gone"), where=at(zone="r1-a"), after=True)
         w = World(tmp_path / ("%s-%d" % (scenario, n)), [p])
-        seen = {"commits": 0}
-
-        def hook(old, new, target=n, seen=seen):
-            seen["commits"] += 1
-            if seen["commits"] == target + 1:
-                raise Crash("commit %d" % target)
         crashed = False
         try:
-            w.launch(before_commit=hook)
+            w.launch(before_commit=crash_at_commit(n))
         except Crash:
             crashed = True
         out = w.launch()

@@ -22,11 +22,9 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import status
 from ansible_collections.gpuprov.cloud.tests import pg_server
+from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import Crash   # the controller dies: no commit
+from ansible_collections.gpuprov.cloud.tests.fakes.commit_hook import crash_at_commit
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, World, offer
-
-
-class Crash(BaseException):
-    """The controller dies right before a commit."""
 
 
 def refusing_cloud(count, refused=None):
@@ -125,14 +123,8 @@ def test_a_crash_before_any_commit_of_a_failover_resumes_exactly(tmp_path, block
     while True:
         p = cloud()
         w = World(tmp_path / ("crash-%d" % n), [p])
-        commits = {"n": 0}
-
-        def hook(old, new, target=n, commits=commits):
-            commits["n"] += 1
-            if commits["n"] == target + 1:
-                raise Crash("commit %d" % target)
         try:
-            out, crashed = w.launch(before_commit=hook), False
+            out, crashed = w.launch(before_commit=crash_at_commit(n)), False
         except Crash:
             out, crashed = w.launch(), True
         assert out.state["kind"] == "Ready", (n, out.label)

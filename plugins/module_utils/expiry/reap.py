@@ -150,8 +150,8 @@ def _message(result: Dict[str, Any], delete: bool) -> str:
     if delete:
         if not result["removed"] and not result["not_removed"]:
             return "nothing to reap"
-        said = "reaped %d VM%s, saving %s" % (len(result["removed"]), "" if len(result["removed"]) == 1 else "s",
-                                            money.per_hour(result["saved_per_hour"]))
+        count = len(result["removed"])
+        said = "reaped %d VM%s, saving %s" % (count, "" if count == 1 else "s", money.per_hour(result["saved_per_hour"]))
         if result["not_removed"]:
             said += "; %d could not be torn down (re-run reap or down)" % len(result["not_removed"])
         return said

@@ -120,5 +120,3 @@ def search_preferences(params: Dict[str, Any]) -> Tuple[str, Optional[float]]:
             raise _invalid("max_price_per_hour: expected a number of US dollars >= 0, got %r" % (limit,))
         limit = float(limit)
     return prefer, limit
-
-

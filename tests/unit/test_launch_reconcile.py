@@ -22,6 +22,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import (
     ScriptedProvider, World, kind_of, offer,
 )
+from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import Crash
 
 A = "fakea"
 LOC = offer(A, "r1").location
@@ -282,3 +283,25 @@ def test_a_search_with_no_offer_is_exhausted_and_the_next_run_plans_at_once(tmp_
     assert w.path(since_begin=True)[:3] == ["Reconciling", "Planning", "Preparing"]
     assert notes(w, "Reconciling", "Planning") == ["nothing to reuse; planning"] * 2
     assert p.calls["delete"] == 0 and p.calls["cleanup"] == 0
+
+
+def test_a_launch_after_an_interrupted_down_finishes_that_down_first(tmp_path):
+    p = ScriptedProvider(A, [offer(A, "r1")])
+    w = World(tmp_path, [p])
+    first = w.launch().state["vm"]["instance_id"]
+    killed = {"done": False}
+
+    def kill_leaving_requesting(old, new):
+        if old["kind"] == "Requesting" and not killed["done"]:
+            killed["done"] = True
+            raise Crash("killed leaving Requesting")
+    with pytest.raises(Crash):
+        w.down(before_commit=kill_leaving_requesting)
+    assert w.row().kind == "teardown" and w.row().state["kind"] == "Requesting"
+
+    out = w.launch()
+
+    assert out.state["kind"] == "Ready"
+    assert notes(w, "Reconciling", "Compensating/Requesting") == ["an interrupted teardown is finished first"]
+    assert first in p.gone and out.state["vm"]["instance_id"] != first
+    w.assert_clean(keep=out.state["vm"]["instance_id"])

@@ -245,6 +245,7 @@ sanity: dev
 # modules and plugins (mypy reads their types where the checked files import them, and reports nothing of theirs).
 TYPED := plugins/module_utils/machine plugins/module_utils/providers/base.py plugins/module_utils/vm/launch.py \
   plugins/module_utils/vm/launch_states.py plugins/module_utils/vm/teardown.py plugins/module_utils/vm/teardown_states.py \
+  plugins/module_utils/vm/run_options.py \
   plugins/module_utils/expiry
 typecheck: dev $(COLL_LINK)
 	cd $(COLL_LINK) && MYPYPATH=$(CURDIR)/$(COLL_ROOT) $(CURDIR)/$(BIN)/mypy --config-file .mypy.ini $(TYPED)

@@ -30,6 +30,21 @@ def _search_line(search):
     return "offer %s of %s: %s%s" % (search.get("offer"), search.get("of"), search.get("offer_id"), before)
 
 
+def _limits_line(limits, name):
+    """What the VM's limits (the vm task's ``limits``) do to it, or None where it has none."""
+    if not isinstance(limits, dict):
+        return None
+    parts = []
+    if limits.get("deadline"):
+        why = "its max_spend" if limits.get("deadline_cause") == "max_spend" else "its expiry"
+        parts.append("removed after %s (%s; ansible-playbook gpuprov.cloud.reap -e delete=true)" % (limits["deadline"], why))
+    if limits.get("idle_stop"):
+        parts.append("powered off after %s idle" % limits["idle_stop"])
+    if not parts:
+        return None
+    return "limits: %s %s; status shows the time left" % (name, ", ".join(parts))
+
+
 def provision_summary(result, name, check_mode=False, smoke=None, kubeconfig=None, validation=None):
     """The lines that say how to reach VM ``name`` from its gpuprov.cloud.vm ``result``."""
     if not isinstance(result, dict):
@@ -48,6 +63,9 @@ def provision_summary(result, name, check_mode=False, smoke=None, kubeconfig=Non
     lines.append("smoke command: %s" % (ran if ran is not None else _get(smoke, "stdout")))
     lines.append("ssh: add 'Include %s' to ~/.ssh/config once, then: ssh %s" % (result.get("ssh_config"), name))
     lines.append("tear down: ansible-playbook gpuprov.cloud.down -e vm=%s" % name)
+    limits = _limits_line(result.get("limits"), name)
+    if limits:
+        lines.append(limits)
     k8s = result.get("k8s") or {}
     if not k8s.get("enabled"):
         lines.append(k8s.get("note") or "k3s: off (k8s=false)")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 
 
 def _row(ansible, name):
     journal = Journal(str(ansible.journal_path))
     try:
-        return journal.load(name), journal.options(name)
+        return journal.load(name), run_options.recorded(journal, name)
     finally:
         journal.close()
 

@@ -12,6 +12,7 @@ import stat
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     SCHEMA_VERSION, Conflict, Journal, JournalError, LeaseHeld,
 )
@@ -649,23 +650,23 @@ def test_a_fresh_run_starts_without_the_previous_cancel(journal, jpath, clock):
 
 # -- provider options ---------------------------------------------------------------------------------
 
-def test_set_options_is_fenced_by_the_lease_and_upserts_per_cloud(journal, jpath, clock):
-    assert journal.options("vm1") == {}
+def test_run_options_are_fenced_by_the_lease_and_upsert_per_cloud(journal, jpath, clock):
+    assert run_options.recorded(journal, "vm1") == {}
     with pytest.raises(Conflict):
-        journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x"})   # no row, no lease
+        run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "unix:///x"})   # no row, no lease
     begin(journal, owner="run-1")
-    journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x", "network": "n1"})
-    journal.set_options("vm1", "run-1", "local", {"root": "/srv/vms"})
-    journal.set_options("vm1", "run-1", "docker", {"docker_host": "tcp://h:2376"})
-    assert journal.options("vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
+    run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "unix:///x", "network": "n1"})
+    run_options.record(journal, "vm1", "run-1", "local", {"root": "/srv/vms"})
+    run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "tcp://h:2376"})
+    assert run_options.recorded(journal, "vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
     with pytest.raises(Conflict) as info:
-        journal.set_options("vm1", "intruder", "docker", {"docker_host": "evil"})
+        run_options.record(journal, "vm1", "intruder", "docker", {"docker_host": "evil"})
     assert "vm1" in str(info.value)
-    assert journal.options("vm1")["docker"] == {"docker_host": "tcp://h:2376"}
-    assert journal.options("vm2") == {}
+    assert run_options.recorded(journal, "vm1")["docker"] == {"docker_host": "tcp://h:2376"}
+    assert run_options.recorded(journal, "vm2") == {}
     journal.close()
     again = Journal(jpath, clock=clock)
     try:
-        assert again.options("vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
+        assert run_options.recorded(again, "vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
     finally:
         again.close()

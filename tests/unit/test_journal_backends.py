@@ -15,6 +15,7 @@ import sqlite3
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
     SCHEMA_VERSION, Conflict, JournalError, LeaseHeld,
 )
@@ -369,14 +370,14 @@ def test_cancel_requests_reach_only_the_holder_and_a_fresh_run_starts_clean(jour
 
 def test_options_are_fenced_by_the_lease_and_kept_per_cloud(journal, backend):
     with pytest.raises(Conflict):
-        journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x"})
+        run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "unix:///x"})
     begin(journal, owner="run-1")
-    journal.set_options("vm1", "run-1", "docker", {"docker_host": "unix:///x"})
-    journal.set_options("vm1", "run-1", "local", {"root": "/srv/vms"})
-    journal.set_options("vm1", "run-1", "docker", {"docker_host": "tcp://h:2376"})
+    run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "unix:///x"})
+    run_options.record(journal, "vm1", "run-1", "local", {"root": "/srv/vms"})
+    run_options.record(journal, "vm1", "run-1", "docker", {"docker_host": "tcp://h:2376"})
     with pytest.raises(Conflict):
-        journal.set_options("vm1", "intruder", "docker", {"docker_host": "evil"})
-    assert backend.open().options("vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
+        run_options.record(journal, "vm1", "intruder", "docker", {"docker_host": "evil"})
+    assert run_options.recorded(backend.open(), "vm1") == {"docker": {"docker_host": "tcp://h:2376"}, "local": {"root": "/srv/vms"}}
 
 
 # -- the layer above's tables: the vms projection ------------------------------------------------

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journal as journal_module
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine import journal_file
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import (
@@ -303,6 +304,8 @@ def test_a_new_journal_carries_the_application_id_and_schema(tmp_path, clock):
     path = tmp_path / "journal.sqlite"
     journal = Journal(str(path), clock=clock)
     journal_id = journal.journal_id
+    assert raw(path, "SELECT name FROM sqlite_master WHERE name = 'machine_options'") == []   # the layer above's
+    run_options.recorded(journal, "vm1")
     journal.close()
     assert header_application_id(path) == APPLICATION_ID == 0x67707276
     assert raw(path, "PRAGMA application_id") == [(APPLICATION_ID,)]
@@ -357,7 +360,7 @@ def test_a_schema_1_journal_is_migrated_in_place_keeping_its_history(tmp_path, c
                                                                      "Ready", 4, True)
         assert [e["note"] for e in journal.events("old1")] == ["SSH login OK"]
         assert projection.vm(journal, "old1")["cloud"] == "docker"
-        assert journal.cancel_request("old1", "anyone") is None and journal.options("old1") == {}
+        assert journal.cancel_request("old1", "anyone") is None and run_options.recorded(journal, "old1") == {}
     finally:
         journal.close()
     assert raw(path, "PRAGMA application_id") == [(APPLICATION_ID,)]

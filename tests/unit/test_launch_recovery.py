@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, ErrorKind, Location, ProviderError, Status,
 )
@@ -344,7 +345,7 @@ def test_planning_journals_the_options_before_any_cloud_call(tmp_path):
 
     w.launch()
 
-    assert w.journal.options("vm1") == {A: {"endpoint": "http://x"}}
+    assert run_options.recorded(w.journal, "vm1") == {A: {"endpoint": "http://x"}}
 
 
 # --- item 3: a cancellation asked through the journal --------------------------------------

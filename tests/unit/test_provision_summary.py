@@ -68,3 +68,16 @@ def test_a_price_reads_the_same_here_as_in_check_mode_and_the_offers_table():
     assert provision_summary(free, "train1")[0] == "train1 is up on aws/us-east-1 (i-0abc), $0/h"
     assert service._price(0.0) == " ($0/h)" and service._price(2.5) == " ($2.5/h)"
     assert provision_summary(dict(UP, vm=dict(UP["vm"], price_per_hour=2.5)), "train1")[0].endswith(", $2.5/h")
+
+
+def test_a_vm_with_limits_says_when_it_goes_and_how():
+    limited = dict(UP, k8s={"enabled": False, "note": "k3s: off (k8s=false)"},
+                   limits={"expires_at": "2026-12-02T18:00:00Z", "idle_stop": "30m", "max_spend": None,
+                           "deadline": "2026-12-02T18:00:00Z", "deadline_cause": "expiry", "time_left_s": 3600})
+    lines = provision_summary(limited, "train1")
+    assert lines[5] == ("limits: train1 removed after 2026-12-02T18:00:00Z (its expiry; ansible-playbook "
+                        "gpuprov.cloud.reap -e delete=true), powered off after 30m idle; status shows the time left")
+    capped = dict(limited, limits={"max_spend": "$25", "deadline": "2026-12-03T04:00:00Z", "deadline_cause": "max_spend"})
+    assert "(its max_spend;" in provision_summary(capped, "train1")[5]
+    unlimited = dict(limited, limits={"expires_at": None, "idle_stop": None, "max_spend": None, "deadline": None})
+    assert not any(line.startswith("limits:") for line in provision_summary(unlimited, "train1"))

@@ -17,6 +17,7 @@ import os
 from decimal import Decimal
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
@@ -118,7 +119,7 @@ def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer =
         label = state.kind
         observed = None
         if label in dec.UP_STATES and vm.get("location"):
-            options = _cloud_options(params, journal.options(stored.key), vm["location"]["cloud"])
+            options = _cloud_options(params, run_options.recorded(journal, stored.key), vm["location"]["cloud"])
             observed = observe(vm, options, journal.journal_id)
         facts = dec.VmFacts(state=label, limits=stored.limits, price_per_hour=stored.price_per_hour,
                             up_since=stored.up_since, observed=observed)

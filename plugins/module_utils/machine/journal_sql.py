@@ -13,7 +13,6 @@ Tables:
                   (owner, expiry) of the run that may write it, and a pending cancel
                   request addressed to that run.
   machine_events  every transition and notable poll, with its note and timestamp.
-  machine_options the non-secret provider options each key was run with, per cloud.
   leases          the lease on a key that has no machines row yet (``acquire`` of a name
                   nobody has journalled: the orphan sweep's, or a run's before its first
                   state); ``begin`` refuses while another live run holds it and moves the
@@ -37,9 +36,10 @@ its database (each with its own catalog, PRAGMA, clock and lock statements).
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import re
-from typing import Any, Callable, ContextManager, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.owners import lease_held_message, owner_alive
 
@@ -95,12 +95,6 @@ _TABLES = (
         at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS machine_events_key ON machine_events (key, id)",
-    """CREATE TABLE IF NOT EXISTS machine_options (
-        key TEXT NOT NULL,
-        cloud TEXT NOT NULL,
-        options TEXT NOT NULL,
-        PRIMARY KEY (key, cloud)
-    )""",
 )
 
 # The leases of keys without a machines row (see the module docstring). Apart from the
@@ -117,7 +111,6 @@ LEASES_TABLE = """CREATE TABLE IF NOT EXISTS leases (
 MIGRATE_FROM_1 = (
     "ALTER TABLE machines ADD COLUMN cancel_owner TEXT",
     "ALTER TABLE machines ADD COLUMN cancel_reason TEXT",
-    _TABLES[-1],
 )
 
 
@@ -253,9 +246,7 @@ class JournalStore(Protocol):
 
     def note(self, key: str, owner: str, version: int, label: str, note: str, event: str = "poll") -> None: ...
 
-    def set_options(self, key: str, owner: str, cloud: str, options: Dict[str, Any]) -> None: ...
-
-    def options(self, key: str) -> Dict[str, Dict[str, Any]]: ...
+    def fenced_transaction(self, key: str, owner: str, what: str) -> ContextManager[Any]: ...
 
     def events(self, key: str, limit: Optional[int] = None) -> List[Dict[str, Any]]: ...
 
@@ -479,24 +470,16 @@ class SqlJournal(abc.ABC):
                 raise Conflict("%s: note refused, the lease is no longer held by this run" % key)
             self._event(db, key, version, event, label, label, note, owner, self._now(db))
 
-    # -- provider options ----------------------------------------------------------------
-    def set_options(self, key: str, owner: str, cloud: str, options: Dict[str, Any]) -> None:
-        """Record the (non-secret) provider options ``key`` runs with on ``cloud``; fenced like
-        note(): Conflict when ``owner`` no longer holds the lease."""
-        blob = json.dumps(options, sort_keys=True)
+    # -- the layer above's writes that a lease fences ---------------------------------------------
+    @contextlib.contextmanager
+    def fenced_transaction(self, key: str, owner: str, what: str) -> Iterator[Any]:
+        """A write transaction for the layer above's own rows of ``key``, fenced like note(): Conflict (naming
+        ``what``) when ``owner`` no longer holds the key's lease; the row stays locked until the commit."""
         with self._transaction("writing") as db:
             if not db.execute("SELECT 1 FROM machines WHERE key = ? AND lease_owner = ?" + _ROW_LOCK[self.backend],
                               (key, owner)).fetchone():
-                raise Conflict("%s: options refused, the lease is no longer held by this run" % key)
-            db.execute("DELETE FROM machine_options WHERE key = ? AND cloud = ?", (key, cloud))
-            db.execute("INSERT INTO machine_options (key, cloud, options) VALUES (?, ?, ?)", (key, cloud, blob))
-
-    def options(self, key: str) -> Dict[str, Dict[str, Any]]:
-        """{cloud: options} as recorded for ``key`` ({} when none)."""
-        with self._statements("reading") as db:
-            rows = db.execute("SELECT cloud, options FROM machine_options WHERE key = ? ORDER BY cloud",
-                              (key,)).fetchall()
-        return {cloud: json.loads(blob) for cloud, blob in rows}
+                raise Conflict("%s: %s refused, the lease is no longer held by this run" % (key, what))
+            yield db
 
     # -- events --------------------------------------------------------------------------
     @staticmethod

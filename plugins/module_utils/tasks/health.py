@@ -21,6 +21,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
@@ -160,7 +161,7 @@ class HealthCheck:
             if wanted:
                 names = [wanted]
             records = [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
-                               options=journal.options(name), holder=journal.live_holder(name)) for name in names]
+                               options=run_options.recorded(journal, name), holder=journal.live_holder(name)) for name in names]
             read = {}
 
             def rows_read():

@@ -14,6 +14,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import vm_task as expiry_vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
@@ -202,7 +203,7 @@ class VmService:
         except (InvalidParameters, PrivateFileError) as exc:
             return {"failed": True, "changed": False, "msg": str(exc)}
         ctx = VmContext(settings, files=files, ssh_check=None, journal_id=self.journal.journal_id,
-                        journalled=self.journal.options(settings.vm_name))
+                        journalled=run_options.recorded(self.journal, settings.vm_name))
         try:
             if self.params.get("state") != "absent":
                 self._k8s = k8s_plan(ctx, self.params.get("k8s"))

@@ -37,6 +37,7 @@ import json
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union, assert_never
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
     Machine, Next, Poll, Retry, StepCx, StepResult,
 )
@@ -362,7 +363,7 @@ class LaunchMachine(Machine[LaunchState]):
         # Journal the (non-secret) options this search reaches each cloud with, before any
         # cloud call can make something: later steps and ``down`` look where it was made.
         for cloud, options in sorted(self.ctx.adopt_current_options().items()):
-            cx.journal.set_options(cx.key, cx.owner, cloud, options)
+            run_options.record(cx.journal, cx.key, cx.owner, cloud, options)
         planned = plan_search(self.ctx.settings, self.ctx.provider)
         offers = [offer.to_dict() for offer in planned.chosen]
         history = planned.history

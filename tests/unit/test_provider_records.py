@@ -10,8 +10,9 @@ import dataclasses
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, BootScript, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, Provider,
-    ProviderError, ResourceKind, SshEndpoint, Status, tag_changes,
+    JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, SDK_READ_RETRY_S, VM_NAME_TAG, BootScript, Capabilities, ErrorKind,
+    InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, Provider, ProviderError, ResourceKind, SshEndpoint,
+    Status, tag_changes,
 )
 
 LOCATION = Location("aws", "us-east-1", "us-east-1a")
@@ -146,3 +147,13 @@ def test_the_base_provider_cannot_retag_and_says_so():
     with pytest.raises(ProviderError) as info:
         provider.retag(LOCATION, "a", "i-1", {"team": "b"}, purge=False)
     assert info.value.kind == ErrorKind.INVALID_REQUEST and info.value.msg.startswith("tags:")
+
+
+def test_an_instance_spec_terminates_on_a_guest_shutdown_only_when_asked():
+    spec = InstanceSpec.from_dict({"vm_name": "a", "ssh_public_key": "k"})
+    assert spec.terminate_on_guest_shutdown is False     # a user's own `poweroff` must not destroy a VM without limits
+    assert InstanceSpec.from_dict(dict(spec.to_dict(), terminate_on_guest_shutdown=True)).terminate_on_guest_shutdown
+
+
+def test_the_contracts_bounds_on_an_sdks_own_read_retries():
+    assert (SDK_READ_ATTEMPTS, SDK_READ_RETRY_S) == (3, 30)   # small beside the core's own budget for a Transient state

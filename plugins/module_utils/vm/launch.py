@@ -545,9 +545,8 @@ class LaunchMachine(Machine[LaunchState]):
         cursor = search.cursor
         offer = offers[cursor]
         block = make_block(offer, error["block"], error["msg"]) if error and error.get("block") else None
-        outcome = error["kind"] if error else "skipped"
-        left: Dict[str, Any] = {"history": {"offer": Offer.from_dict(offer).offer_id, "outcome": outcome, "error": error},
-                                "block": block}
+        history = {"offer": Offer.from_dict(offer).offer_id, "outcome": error["kind"] if error else "skipped", "error": error}
+        left: Dict[str, Any] = {"history": history, "block": block}
         # An offer-scoped block skips only this offer, which the cursor leaves behind.
         blocked = [b for b in search.blocked if b["scope"] != BlockScope.OFFER]
         if block and block["scope"] != BlockScope.OFFER:

@@ -57,8 +57,7 @@ options:
   lease_ttl:
     description:
       - Seconds (10 to 3600; unset means E(GPUPROV_LEASE_TTL), else 120) a run's journal lease on the VM lasts,
-        renewed every third of it; other runs on the VM are refused meanwhile. A run killed on another host (a lost
-        AWX node) blocks the VM until then; shorter frees it sooner, for more journal writes.
+        renewed every third of it, refusing other runs on the VM; a run killed elsewhere blocks it that long.
     type: int
 """
 

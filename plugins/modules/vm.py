@@ -108,6 +108,9 @@ options:
   max_spend:
     description: Expire the VM once it cost this many USD (C(docs/limits.md)).
     type: str
+  limits_grace:
+    description: Time past a deadline before the VM powers off (V(5m)).
+    type: str
 notes:
   - Runs on the controller only, through its action plugin, never connecting to the target host (C(become),
     C(delegate_to) and the connection do not apply).
@@ -184,8 +187,7 @@ search:
   type: dict
 plan:
   description:
-    - In check mode, the offers the search would try, in order (none when the VM is kept), with C(rank),
-      C(offer_id), C(cloud), C(region), C(zone), C(instance_type), C(gpu), C(gpu_count) and C(price_per_hour) of
+    - In check mode, the offers the search would try (none when the VM is kept), ranked, as
       RV(gpuprov.cloud.offers#module:offers).
   returned: check mode and O(state=present)
   type: list

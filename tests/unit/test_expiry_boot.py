@@ -64,6 +64,17 @@ def test_the_spec_a_cloud_gets_carries_the_watchdog_and_the_k3s_plan_does_not_se
     assert no_limits.spec_for("aws").boot_script is None
 
 
+def test_the_boot_part_carries_the_tasks_grace_and_the_check_interval_it_implies():
+    settings = build_settings(dict(PARAMS, limits_grace="10s"), "ssh-ed25519 AAAA test")
+    assert settings.limits is not None and settings.limits.grace_s == 10
+    ctx = VmContext(settings, providers={"aws": FakeProvider(Capabilities(boot_script=True, kubernetes=False))})
+    script = ctx.spec_for("aws").boot_script.script
+    assert '"grace=10"' in script and '"interval=5"' in script and "OnUnitActiveSec=5" in script
+    default = VmContext(build_settings(PARAMS, "ssh-ed25519 AAAA test"),
+                        providers={"aws": FakeProvider(Capabilities(boot_script=True, kubernetes=False))})
+    assert '"grace=300"' in default.spec_for("aws").boot_script.script
+
+
 def test_a_failed_ssh_update_of_the_limits_is_a_warning(tmp_path, clock):
     journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
     files = ssh.ControllerFiles(str(tmp_path), str(tmp_path / "id_ed25519"))

@@ -80,11 +80,11 @@ def test_what_is_not_a_time_is_refused(value):
 
 # --- idle_stop and max_spend -----------------------------------------------------------------------------------------
 
-def test_idle_stop_has_a_floor_of_five_minutes_unless_the_caller_lowers_it():
-    assert lim.parse_idle_stop("5m") == 300
+def test_idle_stop_has_a_floor_of_a_minute_unless_the_caller_lowers_it():
+    assert lim.parse_idle_stop("1m") == 60
     with pytest.raises(LimitError) as caught:
-        lim.parse_idle_stop("4m")
-    assert str(caught.value) == "idle_stop: expected at least 5m (300 s), got '4m'"
+        lim.parse_idle_stop("59s")
+    assert str(caught.value) == "idle_stop: expected at least 1m (60 s), got '59s'"
     assert lim.parse_idle_stop("3s", floor_s=1) == 3
     with pytest.raises(LimitError, match="^idle_stop: expected a duration"):
         lim.parse_idle_stop("soon")
@@ -125,8 +125,27 @@ def test_ttl_and_expires_at_are_exclusive_and_the_error_names_both():
 
 def test_parse_limits_passes_the_idle_floor_through():
     assert lim.parse_limits({"idle_stop": "3s"}, ttl_from=NOW, idle_floor_s=1).idle_stop_s == 3
-    with pytest.raises(LimitError, match="^idle_stop: expected at least 5m"):
+    with pytest.raises(LimitError, match="^idle_stop: expected at least 1m"):
         lim.parse_limits({"idle_stop": "3s"}, ttl_from=NOW)
+
+
+def test_limits_grace_is_a_duration_kept_with_the_limits_but_no_limit_of_its_own():
+    found = lim.parse_limits({"limits_grace": "90s"}, ttl_from=NOW)
+    assert found.grace_s == 90 and found.grace == 90 and found.empty
+    assert found.describe()["limits_grace"] == "1m30s"
+    assert "limits_grace" not in Limits(expires_at=NOW).describe()   # unset: the shape of a VM without one
+    assert Limits().grace == lim.DEFAULT_GRACE_S == 300
+    assert Limits.from_dict(found.to_dict()) == found
+    with pytest.raises(LimitError) as caught:
+        lim.parse_limits({"limits_grace": "soon"}, ttl_from=NOW)
+    assert str(caught.value) == "limits_grace: expected a duration such as 8h or 45m, got 'soon'"
+    merged, _diff = lim.with_changes(Limits(expires_at=NOW, grace_s=600), Limits(expires_at=NOW + 60))
+    assert merged.grace_s == 600   # a re-run that leaves the grace out keeps it
+
+
+@pytest.mark.parametrize("grace, interval", [(None, 60), (1, 1), (2, 1), (3, 1), (10, 5), (120, 60), (3600, 60)])
+def test_the_watchdog_checks_at_least_twice_within_its_grace_and_at_least_once_a_minute(grace, interval):
+    assert Limits(grace_s=grace).check_interval_s == interval
 
 
 @pytest.mark.parametrize("options, option", [({"ttl": "x"}, "ttl"), ({"expires_at": "x"}, "expires_at"),

@@ -37,7 +37,8 @@ def _row(home, key="lim"):
     ({"ttl": "eight hours"}, "ttl: expected a duration such as 8h or 45m, got 'eight hours'"),
     ({"ttl": "8h", "expires_at": "2030-01-01T00:00:00Z"}, "ttl: cannot be given with expires_at"),
     ({"expires_at": "2030-01-01T00:00:00"}, "expires_at:"),
-    ({"idle_stop": "10s"}, "idle_stop: expected at least 5m"),
+    ({"idle_stop": "10s"}, "idle_stop: expected at least 1m"),
+    ({"limits_grace": "later"}, "limits_grace: expected a duration"),
     ({"max_spend": "-3"}, "max_spend: expected an amount in US dollars above 0"),
 ])
 def test_a_bad_limit_fails_the_task_naming_the_option_before_anything_is_made(home, change, message):

@@ -428,3 +428,6 @@ def test_the_update_writes_the_journalled_up_since_and_grace_and_makes_the_folde
     state = tmp_path / "fresh" / "gpuprov"
     run_update(watchdog.deadline_update_command(Limits(), up_since=1234.9, grace_s=60, state_dir=str(state)))
     assert (state / "limits").read_text().splitlines() == ["deadline=", "budget_s=", "idle_stop=", "up_since=1234", "grace=60"]
+    run_update(watchdog.deadline_update_command(Limits(), grace_s=4, interval_s=2, state_dir=str(state)))
+    assert (state / "limits").read_text().splitlines() == ["up_since=1234", "deadline=", "budget_s=", "idle_stop=",
+                                                           "grace=4", "interval=2"]

@@ -40,5 +40,5 @@ def with_watchdog(spec: InstanceSpec, cloud: str, caps: Any, limits: Optional[Li
     """``spec`` as ``cloud`` gets it, with the watchdog composed into its boot script where it has one."""
     if limits is None or not has_watchdog(cloud, bool(getattr(caps, "boot_script", False)), limits):
         return spec
-    return dataclasses.replace(spec, boot_script=compose(spec.boot_script, watchdog_boot_part(limits)),
-                               terminate_on_guest_shutdown=True)
+    part = watchdog_boot_part(limits, grace_s=limits.grace, interval_s=limits.check_interval_s)
+    return dataclasses.replace(spec, boot_script=compose(spec.boot_script, part), terminate_on_guest_shutdown=True)

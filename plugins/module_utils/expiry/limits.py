@@ -11,6 +11,9 @@ The task options, as a user writes them:
 ``expires_at``  an ISO 8601 time with an offset or ``Z``; exclusive with ``ttl``
 ``idle_stop``   a duration; at least ``IDLE_STOP_FLOOR_S`` unless the caller passes another floor
 ``max_spend``   US dollars above 0, at most 2 decimals
+``limits_grace`` a duration (default ``DEFAULT_GRACE_S``): how long past a deadline the VM's own watchdog waits
+                before it powers the VM off, so that the controller's reap, which also removes disks and firewall
+                rules, goes first; not a limit of its own (``Limits.empty`` ignores it)
 
 Both ``ttl`` and ``expires_at`` become ``Limits.expires_at`` (epoch seconds, UTC). ``max_spend`` binds through the
 VM's journalled price and the time since it came up: ``deadline`` is the earlier of the expiry and the moment the
@@ -30,8 +33,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money
 
-# Shorter idle stops would power a VM off between two commands of one session; tests pass their own floor.
-IDLE_STOP_FLOOR_S = 300
+# Shorter idle stops would power a VM off between two commands of one session (an SSH session counts as use, but
+# a playbook's next task may open its connection a few seconds after the last one closed).
+IDLE_STOP_FLOOR_S = 60
+# The watchdog's default grace past a deadline, and the longest pause between two of its checks.
+DEFAULT_GRACE_S = 300
+MAX_CHECK_INTERVAL_S = 60
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -66,11 +73,23 @@ class Limits:
     expires_at: Optional[int] = None
     idle_stop_s: Optional[int] = None
     max_spend_usd: Optional[float] = None
+    grace_s: Optional[int] = None   # the watchdog's grace past a deadline (None: DEFAULT_GRACE_S); not a limit
 
     @property
     def empty(self) -> bool:
-        """No limit at all."""
+        """No limit at all (a grace alone limits nothing)."""
         return self.expires_at is None and self.idle_stop_s is None and self.max_spend_usd is None
+
+    @property
+    def grace(self) -> int:
+        """The watchdog's grace past a deadline, in seconds."""
+        return DEFAULT_GRACE_S if self.grace_s is None else self.grace_s
+
+    @property
+    def check_interval_s(self) -> int:
+        """Seconds between two watchdog checks: at least two checks within the grace, at most a minute apart, so
+        the VM powers off within its grace of the deadline."""
+        return max(1, min(MAX_CHECK_INTERVAL_S, self.grace // 2))
 
     def to_dict(self) -> Dict[str, Any]:
         """The record as journalled (JSON-ready)."""
@@ -84,12 +103,15 @@ class Limits:
 
     def describe(self) -> Dict[str, Optional[str]]:
         """The limits as a person reads them (diff mode, status): ``{"expires_at": "2026-05-01T18:00:00Z",
-        "idle_stop": "30m", "max_spend": "$25"}``, None where unset."""
-        return {
+        "idle_stop": "30m", "max_spend": "$25"}``, None where unset; ``limits_grace`` too once it is set."""
+        shown = {
             "expires_at": None if self.expires_at is None else iso_utc(self.expires_at),
             "idle_stop": None if self.idle_stop_s is None else format_duration(self.idle_stop_s),
             "max_spend": None if self.max_spend_usd is None else money.usd(self.max_spend_usd),
         }
+        if self.grace_s is not None:   # shown only when set: most VMs keep the default
+            shown["limits_grace"] = format_duration(self.grace_s)
+        return shown
 
 
 # --- parsing the task options --------------------------------------------------------------------------------------
@@ -161,9 +183,9 @@ def parse_max_spend(value: Any) -> float:
 
 
 def parse_limits(options: Mapping[str, Any], ttl_from: float, idle_floor_s: int = IDLE_STOP_FLOOR_S) -> Limits:
-    """The Limits the task options ``ttl``, ``expires_at``, ``idle_stop`` and ``max_spend`` ask for; an option that
-    is absent, None or "" sets no limit. ``ttl`` counts from ``ttl_from`` (epoch seconds)."""
-    given = {k: options.get(k) for k in ("ttl", "expires_at", "idle_stop", "max_spend")}
+    """The Limits the task options ``ttl``, ``expires_at``, ``idle_stop``, ``max_spend`` and ``limits_grace`` ask
+    for; an option that is absent, None or "" sets nothing. ``ttl`` counts from ``ttl_from`` (epoch seconds)."""
+    given = {k: options.get(k) for k in ("ttl", "expires_at", "idle_stop", "max_spend", "limits_grace")}
     given = {k: v for k, v in given.items() if v is not None and v != ""}
     if "ttl" in given and "expires_at" in given:
         raise ConflictingLimits("ttl", "cannot be given with expires_at: both set the deadline, give one of them")
@@ -176,6 +198,7 @@ def parse_limits(options: Mapping[str, Any], ttl_from: float, idle_floor_s: int 
         expires_at=expires_at,
         idle_stop_s=parse_idle_stop(given["idle_stop"], idle_floor_s) if "idle_stop" in given else None,
         max_spend_usd=parse_max_spend(given["max_spend"]) if "max_spend" in given else None,
+        grace_s=parse_duration("limits_grace", given["limits_grace"]) if "limits_grace" in given else None,
     )
 
 

@@ -26,6 +26,7 @@ LIMITS_SPEC: Dict[str, Dict[str, Any]] = dict(
     expires_at=dict(type="str"),
     idle_stop=dict(type="str"),
     max_spend=dict(type="str"),
+    limits_grace=dict(type="str"),
 )
 LIMIT_OPTIONS = tuple(LIMITS_SPEC)
 
@@ -54,7 +55,8 @@ def push_to_vm(stored: store.StoredLimits, vm: Mapping[str, Any], files: Any) ->
     logs in); the warning when that fails (the earlier deadline wins, and the reap still enforces), else None."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import SshEndpoint
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
-    command = deadline_update_command(stored.limits, price_per_hour=stored.price_per_hour, up_since=stored.up_since)
+    command = deadline_update_command(stored.limits, price_per_hour=stored.price_per_hour, up_since=stored.up_since,
+                                      grace_s=stored.limits.grace, interval_s=stored.limits.check_interval_s)
     try:
         ssh.SshChecker(files, timeout=30.0, command=command)(SshEndpoint.from_dict(vm["ssh"]), vm["host_key_alias"])
     except Exception as exc:  # pylint: disable=broad-except

@@ -30,14 +30,15 @@ from __future__ import annotations
 import shlex
 from typing import List, Optional
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits, spend_budget_s
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import (
+    DEFAULT_GRACE_S, MAX_CHECK_INTERVAL_S, Limits, spend_budget_s,
+)
 
 STATE_DIR = "/etc/gpuprov"
 INSTALLED_AT = "/usr/local/sbin/gpuprov-watchdog"
 LOG_FILE = "/var/log/gpuprov-watchdog.log"
 UNIT = "gpuprov-watchdog"
-DEFAULT_GRACE_S = 300
-DEFAULT_INTERVAL_S = 60
+DEFAULT_INTERVAL_S = MAX_CHECK_INTERVAL_S
 # The heredoc delimiter that carries the script into the boot script; the script never holds it on a line.
 _HEREDOC_END = "GPUPROV_WATCHDOG_EOF"
 
@@ -338,14 +339,18 @@ def watchdog_boot_part(limits: Limits, grace_s: int = DEFAULT_GRACE_S, price_per
 
 
 def deadline_update_command(limits: Limits, price_per_hour: Optional[float] = None, up_since: Optional[float] = None,
-                            grace_s: Optional[int] = None, state_dir: str = STATE_DIR) -> str:
+                            grace_s: Optional[int] = None, state_dir: str = STATE_DIR,
+                            interval_s: Optional[int] = None) -> str:
     """The command the controller runs over SSH when the limits change: rewrites the deadline, spend budget and
-    idle lines of ``<state_dir>/limits`` (and ``up_since`` / ``grace`` when given: the journalled up_since replaces
-    the boot script's clock), keeps the other lines, and renames the new file over the old one, 0644 root, so the
-    watchdog never reads half a file. Through ``sudo -n`` when the SSH user is not root."""
+    idle lines of ``<state_dir>/limits`` (and ``up_since`` / ``grace`` / ``interval`` when given: the journalled
+    up_since replaces the boot script's clock; a systemd timer keeps the period it was installed with), keeps the
+    other lines, and renames the new file over the old one, 0644 root, so the watchdog never reads half a file.
+    Through ``sudo -n`` when the SSH user is not root."""
     lines = _limits_lines(limits, price_per_hour, None if up_since is None else str(int(up_since)))
     if grace_s is not None:
         lines.append("grace=%d" % int(grace_s))
+    if interval_s is not None:
+        lines.append("interval=%d" % max(1, int(interval_s)))
     keys = [line.split("=", 1)[0] for line in lines]
     keep = " ".join("-e %s" % shlex.quote("^%s=" % key) for key in keys)
     folder = shlex.quote(state_dir)

@@ -19,7 +19,9 @@ description:
   - The cloud is reached as the VM's own runs reach it, with the options journalled for the VM, O(cloud_options)
     bringing the credentials.
   - "Disagreements (RV(disagreements)), each with the fix: V(instance_gone) (the journal says Ready, the instance is
-    gone), V(instance_not_running) (Ready, but the instance is stopped or failed), V(untracked_instance) (an
+    gone), V(instance_not_running) (Ready, but the instance is stopped or failed), V(expired) (Ready, but the
+    instance stopped or went by its limits, C(docs/limits.md): no leak; C(gpuprov.cloud.reap) removes the rest, and
+    a VM within the hour of its deadline or past it is a warning), V(untracked_instance) (an
     instance of this journal runs while the journal says Done, Aborted, or has no row), V(extra_instance) (a second
     instance beside the VM's), V(other_journal) (an instance of this name made by another controller),
     V(leaked) (the journal says Leaked), V(interrupted) (a run stopped mid-way and nobody works on it),

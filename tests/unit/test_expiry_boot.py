@@ -40,16 +40,23 @@ def test_compose_puts_the_watchdog_first_and_keeps_the_installer_and_its_env():
     assert both.env == {"K3S_TOKEN": "x"}
 
 
-@pytest.mark.parametrize("cloud, boot_script, limits, expected", [
-    ("aws", True, LIMITS, True),
-    ("aws", True, Limits(), False),           # no limits: nothing to enforce
-    ("aws", True, None, False),
-    ("runpod", False, LIMITS, False),         # no boot script on that cloud
-    ("local", True, LIMITS, False),           # it would power off the controller
-    ("nebius", True, LIMITS, False),          # a guest power-off reboots the VM there
+@pytest.mark.parametrize("cloud, limits, expected", [
+    ("aws", LIMITS, True),
+    ("aws", Limits(), False),           # no limits: nothing to enforce
+    ("aws", Limits(grace_s=60), False),  # a grace alone limits nothing
+    ("aws", None, False),
+    ("local", LIMITS, False),           # it would power off the controller
+    ("nebius", LIMITS, False),          # a guest power-off reboots the VM there
 ])
-def test_which_vms_get_the_watchdog(cloud, boot_script, limits, expected):
-    assert boot.has_watchdog(cloud, boot_script, limits) is expected
+def test_which_vms_get_the_watchdog(cloud, limits, expected):
+    assert boot.has_watchdog(cloud, limits) is expected
+
+
+def test_a_cloud_without_a_boot_script_gets_no_boot_part_its_watchdog_goes_over_ssh():
+    settings = build_settings(dict(PARAMS, clouds=["runpod"]), "ssh-ed25519 AAAA test")
+    ctx = VmContext(settings, providers={"runpod": FakeProvider(Capabilities(boot_script=False, kubernetes=False))})
+    assert ctx.spec_for("runpod").boot_script is None
+    assert ctx.spec_for("runpod").terminate_on_guest_shutdown is False
 
 
 def test_the_spec_a_cloud_gets_carries_the_watchdog_and_the_k3s_plan_does_not_see_it():
@@ -81,10 +88,23 @@ def test_a_failed_ssh_update_of_the_limits_is_a_warning(tmp_path, clock):
     ssh.ensure_controller_key(str(tmp_path / "id_ed25519"))
     vm = {"name": "wd", "instance_id": "i-1", "price_per_hour": 1.0, "host_key_alias": "wd-i-1",
           "location": {"cloud": "aws", "region": "us-east-1"}, "ssh": {"host": "127.0.0.1", "port": 9, "user": "u"}}
-    settings = build_settings(PARAMS, "ssh-ed25519 AAAA test")
-    ctx = VmContext(settings, providers={"aws": FakeProvider(Capabilities(boot_script=True))})
-    result = vm_task.after_ready(journal, "wd", vm, {"ttl": "2h"}, {"changed": False}, ctx=ctx, files=files)
+    result = vm_task.after_ready(journal, "wd", vm, {"ttl": "2h"}, {"changed": False}, files=files)
     assert store.read(journal, "wd").limits.expires_at == 1000 + 7200   # the journal first
     [warned] = result["warnings"]
-    assert warned.startswith("wd: its watchdog's limits could not be updated over SSH") and "reap" in warned
+    assert warned.startswith("wd: its watchdog could not be installed or given its limits over SSH") and "reap" in warned
+    assert "gpuprov_watchdog_install" not in warned   # the script is not dumped into the warning
+    journal.close()
+
+
+def test_a_vm_on_a_cloud_without_a_watchdog_is_said_to_rest_on_the_reap(tmp_path, clock):
+    journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
+    vm = {"name": "lo", "instance_id": "i-1", "price_per_hour": None, "host_key_alias": "lo-i-1",
+          "location": {"cloud": "local", "region": "local"}, "ssh": {"host": "127.0.0.1", "port": 9, "user": "u"}}
+    files = ssh.ControllerFiles(str(tmp_path), str(tmp_path / "id_ed25519"))
+    result = vm_task.after_ready(journal, "lo", vm, {"ttl": "2h"}, {"changed": False}, files=files)
+    [warned] = result["warnings"]
+    assert warned.startswith("lo: no watchdog on the local cloud (its VM is an sshd on this controller")
+    assert "only gpuprov.cloud.reap enforces its limits" in warned
+    again = vm_task.after_ready(journal, "lo", vm, {"ttl": "2h"}, {"changed": False}, files=files)
+    assert "warnings" not in again   # said when the limits are set or moved, not on every run
     journal.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap, store, vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
@@ -81,12 +81,20 @@ def _journal_with(tmp_path, clock, ttl):
 
 def test_a_vm_stopped_by_its_watchdog_is_expired_never_a_leak(tmp_path, clock):
     journal = _journal_with(tmp_path, clock, "10s")
-    clock.advance(20)
+    projection.upsert_vm(journal, "vm1", status="running", instance_id="i-1")
+    clock.advance(5)
+    before = reap.reap(journal, dict(REAP), delete=False, observe=lambda vm, options, journal_id: dec.STOPPED)
+    assert before["would_remove"] == [] and projection.vm(journal, "vm1")["status"] == "running"   # not by its limits
+    clock.advance(15)
     result = reap.reap(journal, dict(REAP), delete=False, observe=lambda vm, options, journal_id: dec.STOPPED)
+    # the dry run recorded what it saw, so status (which reads the journal only) shows it stopped itself
+    assert projection.vm(journal, "vm1")["status"] == "stopped itself"
     journal.close()
     [entry] = result["would_remove"]
     assert entry["reason"].startswith("expired (stopped itself)") and entry["expired"] is True
     assert entry["saved_per_hour"] is None   # what a stopped VM bills is its cloud's to say
+    [vm] = read_status(str(tmp_path / "journal.sqlite"), "vm1")["vms"]
+    assert vm["status"] == "stopped itself" and vm["limits"]["expired"]
 
 
 def test_a_cloud_that_cannot_be_asked_leaves_the_vm_taken_as_billing(tmp_path, clock):

@@ -25,5 +25,26 @@ def test_columns_summary_and_warnings(tmp_path, clock):
         ("2h30m", "$1", "$25"), ("expired 29m ago", "$0.2", "-"), ("-", "-", "-"), ("-", "-", "-"), ("-", "-", "-")]
     assert vms[1]["limits"]["expired"] and vms[1]["limits"]["decision"] == "reap"
     assert "limits" not in vms[3]   # the row is another instance's: nothing to say of this one
-    assert report.summary_line(vms) == ["up: $2.4/h, spent $1.2 so far (2 VMs with a price)"]
+    assert report.summary_line(vms) == ["up: $2.4/h, spent $1.2 so far (2 VMs with a price)",
+                                        "expired: b (ansible-playbook gpuprov.cloud.reap -e delete=true removes it)"]
     assert len(warnings) == 1 and warnings[0].startswith("b is past its expiry, 29m ago")
+    assert [report.shown_state(vm) for vm in vms] == ["Ready", "Expired", "Ready", "Ready", "Aborted"]
+    [line] = report.expired_lines(vms[1])
+    assert line.startswith("EXPIRED b: past its expiry, 29m ago") and "it may still bill" in line, line
+    assert report.expired_lines(vms[0]) == []
+
+
+def test_a_vm_reap_saw_stopped_by_its_limits_shows_so_and_no_longer_counts_as_billing(tmp_path, clock):
+    journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
+    vm_task.apply_limits(journal, "a", {"instance_id": "i-a", "price_per_hour": 2.0}, {"ttl": "3h"})
+    vm_task.apply_limits(journal, "s", {"instance_id": "i-s", "price_per_hour": 1.0}, {"idle_stop": "10m"})
+    clock.advance(1800)
+    # reap saw s stopped (its idle_stop: no deadline the journal alone could see) and recorded it in the VM list
+    vms = [_vm("a"), dict(_vm("s"), status="stopped itself", updated_at="2026-12-02 10:00:00Z")]
+    report.annotate(journal, vms, clock())
+    journal.close()
+    assert vms[1]["limits"]["expired"] and vms[1]["limits"]["reason"].startswith("expired (stopped itself): idle")
+    assert report.shown_state(vms[1]) == "Expired"
+    [line] = report.expired_lines(vms[1])
+    assert "its cloud showed it stopped itself at 2026-12-02 10:00:00Z" in line, line
+    assert report.summary_line(vms)[0] == "up: $2/h, spent $1 so far (1 VM with a price)"

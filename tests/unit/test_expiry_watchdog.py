@@ -202,6 +202,21 @@ def test_the_deadline_update_command_and_the_script_it_runs_are_shellcheck_clean
     shellcheck(inner)
 
 
+def test_the_install_over_ssh_command_is_shellcheck_clean_and_fails_when_the_install_does(tmp_path):
+    command = watchdog.install_over_ssh_command(Limits(expires_at=2_000_000_000, grace_s=10), price_per_hour=1.0,
+                                                up_since=1_999_000_000)
+    first = shlex.split(command, posix=True)[0]
+    assert first.startswith("install=")
+    inner = tmp_path / "install.sh"
+    inner.write_text("#!/bin/sh\n" + first[len("install="):].rstrip(";") + "\n")
+    shellcheck(inner)
+    assert "gpuprov_watchdog_install || { echo 'gpuprov watchdog: the install failed' >&2; exit 3; }" in inner.read_text()
+    assert '"grace=10"' in inner.read_text() and '"interval=5"' in inner.read_text()
+    update = watchdog.deadline_update_command(Limits(expires_at=2_000_000_000, grace_s=10), price_per_hour=1.0,
+                                              up_since=1_999_000_000, grace_s=10, interval_s=5)
+    assert command.endswith(" && " + update)   # the limits are written only once the install passed
+
+
 # --- what the boot part holds ---------------------------------------------------------------------------------------------
 
 def test_the_boot_part_carries_the_script_verbatim_and_the_limits_it_was_given():

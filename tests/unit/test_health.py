@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import ssl
 import threading
+import time
 
 import pytest
 from cryptography import x509
@@ -32,6 +33,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import health
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.health import HealthCheck
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
+from ansible_collections.gpuprov.cloud.tests.unit.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server (sshd)")
 
@@ -177,6 +179,30 @@ def test_a_killed_instance_is_not_running_with_its_log(home):
     assert "is Failed: sshd is not running" in vm["disagreements"][0]["msg"]
     assert vm["cloud"]["findings"] and vm["cloud"]["findings"][0].startswith("local/local: %s: sshd is not running"
                                                                              % up["vm"]["instance_id"])
+
+
+def test_a_vm_its_limits_stopped_is_expired_not_a_stopped_instance_and_a_near_deadline_warns(home):
+    up = _up("exp1", ttl="1s")
+    _up("soon1", ttl="30m")
+    _up("later1", ttl="2h")
+    wait_for(lambda: _past(up["limits"]["deadline"]), "exp1's ttl to pass", limit_s=60, step_s=0.2)
+    _kill_under(_folder(home, "exp1", up["vm"]["instance_id"]))   # as its watchdog would power it off
+    report = _check()
+    vm = _vm(report, "exp1")
+    assert _kinds(vm) == [health.EXPIRED], vm["disagreements"]
+    [item] = vm["disagreements"]
+    assert "which is Failed: expired (stopped itself): past its expiry" in item["msg"] and "not a leak" in item["msg"]
+    assert item["fix"].startswith("ansible-playbook gpuprov.cloud.reap -e delete=true -e name=exp1")
+    assert _kinds(_vm(report, "soon1")) == [] and _kinds(_vm(report, "later1")) == []
+    warned = report["warnings"]
+    assert [w.split(" ", 1)[0] for w in warned] == ["exp1", "soon1"], warned
+    assert warned[1].startswith("soon1 expires in ")
+    assert [w.split(" ", 1)[0] for w in _check(name="soon1")["warnings"]] == ["soon1"]
+
+
+def _past(iso):
+    return time.time() > datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
 
 
 def test_ssh_refused_on_a_ready_vm(home):

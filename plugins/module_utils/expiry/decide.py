@@ -47,6 +47,10 @@ UP_STATES = (READY, LEAKED, EXPIRED)
 RUNNING = "Running"
 STOPPED = "Stopped"
 ABSENT = "absent"
+# What the journal's VM list (the STATUS column of ``status``) says once a command that looks at the cloud (reap,
+# even as a dry run) saw the VM stopped or gone by its limits: ``status`` reads the journal only, and learns it so.
+SEEN_STATUS = {STOPPED: "stopped itself", ABSENT: "gone (expired)"}
+OBSERVED_BY_STATUS = {status: observed for observed, status in SEEN_STATUS.items()}
 
 # idle_verdict's verdicts
 BUSY = "busy"

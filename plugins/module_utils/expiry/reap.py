@@ -61,6 +61,17 @@ def observe_instance(vm: Dict[str, Any], options: Dict[str, Any], journal_id: st
     return dec.ABSENT
 
 
+def record_observation(journal: Any, name: str, observed: Optional[str], decision: dec.ReapDecision) -> None:
+    """Journal (in the VM list) that the cloud showed ``name`` stopped or gone by its limits, even on a dry run:
+    it records what was seen, and changes nothing on the cloud."""
+    status = dec.SEEN_STATUS.get(observed or "")
+    if not decision.expired or status is None:
+        return
+    found = projection.vm(journal, name)
+    if found is not None and found.get("status") != status:
+        projection.upsert_vm(journal, name, status=status)
+
+
 def teardown_as_down(params: Dict[str, Any]) -> Dict[str, Any]:
     """``down`` for one VM: the vm service with ``state: absent`` (under the name's lease, journalled)."""
     # Imported here: the service brings the launch and teardown machines, which a dry run never needs.
@@ -123,7 +134,9 @@ def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer =
             observed = observe(vm, options, journal.journal_id)
         facts = dec.VmFacts(state=label, limits=stored.limits, price_per_hour=stored.price_per_hour,
                             up_since=stored.up_since, observed=observed)
-        decided.append((stored.key, vm, dec.decide(facts, float(journal.clock()))))
+        decision = dec.decide(facts, float(journal.clock()))
+        record_observation(journal, stored.key, observed, decision)
+        decided.append((stored.key, vm, decision))
     removed: List[Dict[str, Any]] = []
     would: List[Dict[str, Any]] = []
     failed: List[Dict[str, Any]] = []

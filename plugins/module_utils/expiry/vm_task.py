@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Mapping, Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import limits as lim
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
-from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.boot import has_watchdog
-from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.watchdog import deadline_update_command
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.boot import has_watchdog, no_watchdog_warning
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.watchdog import install_over_ssh_command
 
 # The vm module's limit options (documented in plugins/modules/vm.py, explained in docs/limits.md). Strings:
 # parse_limits reads "8h", "3600" and "12.50" alike, and names the option in its error.
@@ -51,18 +51,18 @@ def launch_limits(params: Mapping[str, Any], now: float) -> Optional[lim.Limits]
 
 
 def push_to_vm(stored: store.StoredLimits, vm: Mapping[str, Any], files: Any) -> Optional[str]:
-    """Write the journalled limits to the VM's watchdog over SSH (deadline_update_command, as the health check
-    logs in); the warning when that fails (the earlier deadline wins, and the reap still enforces), else None."""
+    """Install (or refresh) the VM's watchdog and write the journalled limits to it over SSH
+    (install_over_ssh_command, logging in as the health check does); the warning when that fails (the VM keeps
+    what it had: the earlier deadline wins, and the reap still enforces the journal's), else None."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import SshEndpoint
     from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
-    command = deadline_update_command(stored.limits, price_per_hour=stored.price_per_hour, up_since=stored.up_since,
-                                      grace_s=stored.limits.grace, interval_s=stored.limits.check_interval_s)
+    command = install_over_ssh_command(stored.limits, price_per_hour=stored.price_per_hour, up_since=stored.up_since)
     try:
         ssh.SshChecker(files, timeout=30.0, command=command)(SshEndpoint.from_dict(vm["ssh"]), vm["host_key_alias"])
     except Exception as exc:  # pylint: disable=broad-except
-        # Whatever failed (a login, sudo, the rename), the VM keeps the deadline it had.
-        return ("%s: its watchdog's limits could not be updated over SSH (%s: %s); it keeps its earlier ones, and "
-                "gpuprov.cloud.reap enforces the journal's" % (stored.key, type(exc).__name__, exc))
+        # Whatever failed (a login, sudo, the install, the rename), the VM keeps what it had.
+        return ("%s: its watchdog could not be installed or given its limits over SSH (%s: %s); it keeps what it "
+                "had, and gpuprov.cloud.reap enforces the journal's limits" % (stored.key, type(exc).__name__, exc))
     return None
 
 
@@ -127,21 +127,25 @@ def apply_limits(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping
 
 
 def after_ready(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping[str, Any],
-                result: Dict[str, Any], ctx: Any = None, files: Any = None) -> Dict[str, Any]:
+                result: Dict[str, Any], files: Any = None) -> Dict[str, Any]:
     """``result`` (the vm task's, its VM up) with its limits journalled: ``limits`` set, ``changed`` when they
     changed, both sides of the diff given their ``limits``, and a warning when the VM expires within the hour or
-    is past its deadline. Then, where the VM has a watchdog (``ctx``: the run's VmContext, for its cloud's
-    capabilities; ``files``: its SSH files), the new limits are written to it: the journal first, then the VM."""
+    is past its deadline. Then, when they are new or moved and its cloud allows a watchdog (boot.has_watchdog),
+    the watchdog is installed or refreshed over SSH with them (``files``: the run's SSH files; None: no SSH):
+    the journal first, then the VM. On a cloud without one, a warning says only the reap enforces them."""
     applied = apply_limits(journal, name, vm, params)
     now = float(journal.clock())
     warnings: List[str] = []
     cloud = (vm.get("location") or {}).get("cloud") or ""
     moved = applied.changed or (applied.before is None and not applied.stored.limits.empty)
-    if moved and ctx is not None and has_watchdog(cloud, bool(ctx.capabilities(cloud).boot_script),
-                                                  applied.stored.limits):
+    if moved and files is not None and has_watchdog(cloud, applied.stored.limits):
         failed = push_to_vm(applied.stored, vm, files)
         if failed:
             warnings.append(failed)
+    elif moved:
+        said = no_watchdog_warning(name, cloud, applied.stored.limits)
+        if said:
+            warnings.append(said)
     result["limits"] = limits_result(applied.stored, now)
     if applied.changed:
         result["changed"] = True

@@ -287,13 +287,26 @@ def watchdog_boot_part(limits: Limits, grace_s: int = DEFAULT_GRACE_S, price_per
     systemd timer every ``interval_s`` where systemd is PID 1, else the loop in the background (setsid, nohup).
     ``up_since`` is the boot script's clock until the controller writes the journalled one. A failed install is
     said on stderr and does not fail the boot script (the k3s install after it still runs)."""
+    return "\n".join([
+        "# --- gpuprov watchdog: the VM's own dead man's switch (docs/limits.md) ---",
+        _install_function(limits, grace_s, price_per_hour, interval_s),
+        "if gpuprov_watchdog_install; then",
+        '    echo "gpuprov watchdog: installed"',
+        "else",
+        '    echo "gpuprov watchdog: the install failed; this VM will not stop itself at its deadline" >&2',
+        "fi",
+        "",
+    ])
+
+
+def _install_function(limits: Limits, grace_s: int, price_per_hour: Optional[float], interval_s: int) -> str:
+    """The shell function ``gpuprov_watchdog_install`` (status 0 once installed and started)."""
     if any(line == _HEREDOC_END for line in WATCHDOG_SCRIPT.splitlines()):
         raise RuntimeError("the watchdog script holds its own heredoc delimiter %s on a line" % _HEREDOC_END)
     grace_s, interval_s = int(grace_s), max(1, int(interval_s))
     lines = _limits_lines(limits, price_per_hour, "$(date +%s)") + ["grace=%d" % grace_s, "interval=%d" % interval_s]
     limits_words = " ".join('"%s"' % line for line in lines)
     return "\n".join([
-        "# --- gpuprov watchdog: the VM's own dead man's switch (docs/limits.md) ---",
         "gpuprov_watchdog_install() {",
         "    mkdir -p /usr/local/sbin %s || return 1" % STATE_DIR,
         "    cat >%s.new <<'%s' || return 1" % (INSTALLED_AT, _HEREDOC_END),
@@ -329,12 +342,6 @@ def watchdog_boot_part(limits: Limits, grace_s: int = DEFAULT_GRACE_S, price_per
         "        nohup %s >/dev/null 2>&1 </dev/null &" % INSTALLED_AT,
         "    fi",
         "}",
-        "if gpuprov_watchdog_install; then",
-        '    echo "gpuprov watchdog: installed"',
-        "else",
-        '    echo "gpuprov watchdog: the install failed; this VM will not stop itself at its deadline" >&2',
-        "fi",
-        "",
     ])
 
 
@@ -369,4 +376,26 @@ def deadline_update_command(limits: Limits, price_per_hour: Optional[float] = No
         'mv -f "$new" "$dir/limits"',
         "trap - EXIT",
     ])
-    return 'update=%s; if [ "$(id -u)" = 0 ]; then sh -c "$update"; else sudo -n sh -c "$update"; fi' % shlex.quote(script)
+    return _as_root("update", script)
+
+
+def _as_root(variable: str, script: str) -> str:
+    """``script`` run by sh as root: directly when the SSH user is root, else through ``sudo -n``."""
+    return '%s=%s; if [ "$(id -u)" = 0 ]; then sh -c "$%s"; else sudo -n sh -c "$%s"; fi' % (
+        variable, shlex.quote(script), variable, variable)
+
+
+def install_over_ssh_command(limits: Limits, price_per_hour: Optional[float], up_since: Optional[float]) -> str:
+    """What the controller runs over SSH once a VM's limits are journalled or moved: installs the watchdog where
+    no boot script did (a cloud without one, a VM that was up before it had limits; over an installed one it
+    rewrites the same script and leaves the running timer or loop as it is), then writes the journalled limits
+    as ``deadline_update_command`` does. Exits non-zero, saying why on stderr, when the install fails."""
+    grace_s, interval_s = limits.grace, limits.check_interval_s
+    update = deadline_update_command(limits, price_per_hour=price_per_hour, up_since=up_since, grace_s=grace_s,
+                                     interval_s=interval_s)
+    script = "\n".join([
+        _install_function(limits, grace_s, price_per_hour, interval_s),
+        "gpuprov_watchdog_install || { echo 'gpuprov watchdog: the install failed' >&2; exit 3; }",
+        "",
+    ])
+    return "%s && %s" % (_as_root("install", script), update)

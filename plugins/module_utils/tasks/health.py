@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.cluster import kubeconfig, validate
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as expiry_decide, store
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.vm_task import journalled_warnings
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import shown
 from ansible_collections.gpuprov.cloud.plugins.module_utils.private_files import PrivateFileError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
@@ -48,6 +50,7 @@ ENDPOINT_CHANGED = "endpoint_changed"        # the cloud's SSH address is not th
 SSH_FAILED = "ssh_failed"                    # journal Ready, the SSH login fails
 HOST_KEY_MISMATCH = "host_key_mismatch"      # the VM presents another host key than the pinned one
 K3S_NOT_READY = "k3s_not_ready"              # journal k3s Ready, /readyz says otherwise
+EXPIRED = "expired"                          # journal Ready, the instance stopped or went by its limits (no leak)
 
 OK, FAILED, UNKNOWN, SKIPPED = "ok", "failed", "unknown", "-"
 # A login that fails: paramiko's own errors too, as a handshake that times out ends in
@@ -86,6 +89,7 @@ class _Record:
     projection: Optional[Dict[str, Any]]
     options: Dict[str, Dict[str, Any]]
     holder: Optional[str]           # owner of a live lease: a run is working on it
+    limits: Optional[store.StoredLimits] = None   # its journalled limits (issue 27), for its instance or another
 
     @functools.cached_property
     def _loaded(self) -> Tuple[Optional[ls.JournalledState], str]:
@@ -128,6 +132,8 @@ class HealthCheck:
         self.k3s_timeout = float(params.get("k3s_timeout") or 10)
         self.k3s_api_port = int(params.get("k3s_api_port") or 6443)
         self.journal_id: Optional[str] = None
+        self.expiry_warnings: List[str] = []   # VMs within the hour of their deadline or past it
+        self.now = time.time()
         self._ssh_check = None
 
     # -- entry point ------------------------------------------------------------------
@@ -147,9 +153,12 @@ class HealthCheck:
         if self.files_error:
             unknown.append("known_hosts and the ssh config could not be written from the journal: %s"
                            % self.files_error)
-        return {"journal": shown(self.journal_path), "journal_id": self.journal_id, "vms": vms,
-                "disagreements": disagreements, "unknown": unknown, "healthy": not disagreements,
-                "table": format_table(vms)}
+        result = {"journal": shown(self.journal_path), "journal_id": self.journal_id, "vms": vms,
+                  "disagreements": disagreements, "unknown": unknown, "healthy": not disagreements,
+                  "table": format_table(vms)}
+        if self.expiry_warnings:
+            result["warnings"] = list(self.expiry_warnings)
+        return result
 
     def _read_journal(self) -> List[_Record]:
         journal = projection.open_journal(self.journal_path, password=self.params.get("journal_password"))
@@ -160,8 +169,13 @@ class HealthCheck:
             wanted = self.params.get("name")
             if wanted:
                 names = [wanted]
+            limits = {stored.key: stored for stored in store.read_all(journal)}
+            self.now = float(journal.clock())   # the journal's time: the limits count by it
+            self.expiry_warnings = [w for w in journalled_warnings(journal, self.now)
+                                    if not wanted or w.startswith(wanted + " ")]
             records = [_Record(name=name, row=journal.load(name), projection=projection.vm(journal, name),
-                               options=run_options.recorded(journal, name), holder=journal.live_holder(name)) for name in names]
+                               options=run_options.recorded(journal, name), holder=journal.live_holder(name),
+                               limits=limits.get(name)) for name in names]
             read = {}
 
             def rows_read():
@@ -308,7 +322,15 @@ class HealthCheck:
                          % (ls.reason_of(state) or "teardown incomplete", ", ".join(sorted(looked))),
                          "%s clears the record and any side resources" % _fix("down", name))
         elif tracked:
-            if tracked_seen and current is None:
+            ended = _ended_by_limits(record, tracked, current, tracked_seen, self.now)
+            if ended is not None:
+                disagree(EXPIRED,
+                         "the journal says %s with instance %s on %s, which is %s: %s; not a leak"
+                         % (row.label, tracked["instance_id"], journal_view["location"],
+                            "gone" if current is None else current.status, ended),
+                         "ansible-playbook gpuprov.cloud.reap -e delete=true -e name=%s removes what remains (disks, "
+                         "firewall rules)" % name)
+            elif tracked_seen and current is None:
                 disagree(INSTANCE_GONE,
                          "the journal says %s with instance %s on %s, but the instance is gone"
                          % (row.label, tracked["instance_id"], journal_view["location"]),
@@ -497,6 +519,22 @@ class HealthCheck:
                 client.close()
             if forward is not None:
                 forward.close()
+
+
+def _ended_by_limits(record: _Record, tracked: Dict[str, Any], current: Optional[Observed], tracked_seen: bool,
+                     now: float) -> Optional[str]:
+    """Why the VM's limits ended it (reap's decision: expiry/decide.py), when its cloud shows it stopped or gone
+    and its journalled limits say it stopped itself; else None (a stop or loss that is a disagreement)."""
+    stored = record.limits
+    if stored is None or stored.instance_id != tracked.get("instance_id") or not tracked_seen:
+        return None
+    if current is not None and current.live:
+        return None
+    observed = expiry_decide.ABSENT if current is None else expiry_decide.STOPPED
+    decision = expiry_decide.decide(expiry_decide.VmFacts(
+        state=expiry_decide.READY, limits=stored.limits, price_per_hour=stored.price_per_hour,
+        up_since=stored.up_since, observed=observed), now)
+    return decision.reason if decision.expired else None
 
 
 def _where(tracked: Dict[str, Any]) -> str:

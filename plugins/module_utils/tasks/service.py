@@ -274,7 +274,7 @@ class VmService:
             if smoke is not None:
                 # Run by this run's login, which just passed: the play needs no login of its own for it.
                 result["smoke"] = {"command": ctx.ssh_check.command, "stdout": smoke}
-            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result, ctx=ctx, files=files)
+            result = expiry_vm_task.after_ready(self.journal, name, vm, self.params, result, files=files)
             # A VM made by this run has this run's tags already; a kept one may need them changed.
             return self._retag(ctx, vm, result, check=False) if state.reused else result
         if isinstance(state, Leaked):

@@ -208,7 +208,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
     for vm in vms:
         where = "/".join(p for p in (vm["cloud"], vm["region"]) if p) or "-"
         endpoint = "%s:%s" % (vm["ssh_host"], vm["ssh_port"]) if vm["ssh_host"] else "-"
-        state = vm["state"] + (" (running now)" if vm["in_progress"] else "")
+        state = expiry_report.shown_state(vm) + (" (running now)" if vm["in_progress"] else "")
         price = "-" if vm.get("price_per_hour") is None else ("%.4f" % vm["price_per_hour"]).rstrip("0").rstrip(".")
         rows.append((vm["name"], state, vm["status"], where, vm["instance_id"] or "-", endpoint, price,
                      vm["updated_at"]) + expiry_report.columns(vm))
@@ -218,6 +218,7 @@ def format_table(vms: List[Dict[str, Any]]) -> List[str]:
         if vm["leaked"]:
             lines.append("LEAKED %s: %s; resources that may still bill: %s. Run: %s"
                          % (vm["name"], vm["reason"], vm["targets"], _hint(vm["name"])))
+        lines.extend(expiry_report.expired_lines(vm))
         search = vm.get("search")
         if search:
             lines.append("SEARCH %s: offer %d of %d (%s)%s" % (

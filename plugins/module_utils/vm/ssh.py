@@ -384,7 +384,9 @@ class SshChecker:
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 raise SshNotReady("command: %s" % exc) from exc
             if status != 0:
-                raise SshNotReady("'%s' exited with %d" % (self.command, status))
+                # A long command (a script) is named by its start: the message goes into warnings and logs.
+                shown = self.command if len(self.command) <= 80 else self.command[:60] + "..."
+                raise SshNotReady("'%s' exited with %d" % (shown, status))
             self.outputs[alias] = output.decode("utf-8", "replace").strip()
             return fingerprint(server_key.get_name(), server_key.get_base64())
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import re
 import subprocess
 import time
 import uuid
@@ -155,3 +156,59 @@ def run(ssh: paramiko.SSHClient, command: str) -> Tuple[int, str, str]:
     out = stdout.read().decode()
     err = stderr.read().decode()
     return stdout.channel.recv_exit_status(), out, err
+
+
+# --- a container's files, running or stopped (the on-VM watchdog's tests) ---------------------------------------
+
+def put_files(container, files, mode: int = 0o755) -> None:
+    """Write {absolute path: bytes} into ``container`` (its folders made)."""
+    import tarfile
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        folders = set()
+        for path in files:
+            parts = pathlib.PurePosixPath(path).parts[1:-1]
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        for folder in sorted(folders):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for path, data in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    assert container.put_archive("/", buffer.getvalue())
+
+
+def read_file(container, path: str) -> str:
+    """A file's text, from a running or a stopped container ("" when it is not there)."""
+    import tarfile
+
+    import docker
+    try:
+        chunks, _stat = container.get_archive(path)
+    except docker.errors.NotFound:
+        return ""
+    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+        member = tar.extractfile(tar.getmembers()[0])
+        return member.read().decode() if member else ""
+
+
+WATCHDOG_CHECK_LINE = re.compile(r"^\S+ now=(\d+) (kept|stop): (.*)$")
+
+
+def watchdog_checks(container) -> List[Tuple[int, str, str]]:
+    """The on-VM watchdog's log (/var/log/gpuprov-watchdog.log) as (now, kept|stop, what) per check."""
+    found = []
+    for line in read_file(container, "/var/log/gpuprov-watchdog.log").splitlines():
+        match = WATCHDOG_CHECK_LINE.match(line)
+        if match:
+            found.append((int(match.group(1)), match.group(2), match.group(3)))
+    return found
+
+
+def watchdog_stopped(container) -> dict:
+    """What the watchdog wrote before it powered the container off (/etc/gpuprov/stopped); {} when it did not."""
+    text = read_file(container, "/etc/gpuprov/stopped")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+

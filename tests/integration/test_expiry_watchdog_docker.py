@@ -15,10 +15,6 @@ at the end, pass or fail.
 
 from __future__ import annotations
 
-import io
-import pathlib
-import re
-import tarfile
 import time
 import uuid
 
@@ -36,7 +32,6 @@ pytestmark = pytest.mark.xdist_group("docker")
 PREFIX = "wdg-%s" % uuid.uuid4().hex[:6]
 GRACE_S = 1
 INTERVAL_S = 1
-CHECK_LINE = re.compile(r"^\S+ now=(\d+) (kept|stop): (.*)$")
 FAKE_NVIDIA_SMI = b"""#!/bin/sh
 # FAKE nvidia-smi (tests only): --query-compute-apps prints the pids in /srv/fake-nvidia-smi/pids
 case "$*" in
@@ -56,21 +51,7 @@ class Vm:
 
     def put(self, files, mode=0o755):
         """Write {absolute path: bytes} into the container (its folders made)."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            folders = set()
-            for path in files:
-                parts = pathlib.PurePosixPath(path).parts[1:-1]
-                folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-            for folder in sorted(folders):
-                info = tarfile.TarInfo(folder)
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-            for path, data in files.items():
-                info = tarfile.TarInfo(path.lstrip("/"))
-                info.size, info.mode = len(data), mode
-                tar.addfile(info, io.BytesIO(data))
-        assert self.container.put_archive("/", buffer.getvalue())
+        de.put_files(self.container, files, mode)
 
     def sh(self, script):
         code, out = self.container.exec_run(["sh", "-c", script])
@@ -92,25 +73,14 @@ class Vm:
 
     def read(self, path):
         """A file's text, from a running or a stopped container ("" when it is not there)."""
-        try:
-            chunks, _stat = self.container.get_archive(path)
-        except de.docker.errors.NotFound:
-            return ""
-        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
-            member = tar.extractfile(tar.getmembers()[0])
-            return member.read().decode() if member else ""
+        return de.read_file(self.container, path)
 
     def checks(self):
         """The watchdog's log as (now, kept|stop, what) per check."""
-        found = []
-        for line in self.read(watchdog.LOG_FILE).splitlines():
-            match = CHECK_LINE.match(line)
-            if match:
-                found.append((int(match.group(1)), match.group(2), match.group(3)))
-        return found
+        return de.watchdog_checks(self.container)
 
     def stopped(self):
-        return dict(line.split("=", 1) for line in self.read("/etc/gpuprov/stopped").splitlines() if "=" in line)
+        return de.watchdog_stopped(self.container)
 
 
 @pytest.fixture(scope="module")

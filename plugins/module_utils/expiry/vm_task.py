@@ -130,15 +130,18 @@ def after_ready(journal: Any, name: str, vm: Mapping[str, Any], params: Mapping[
                 result: Dict[str, Any], files: Any = None) -> Dict[str, Any]:
     """``result`` (the vm task's, its VM up) with its limits journalled: ``limits`` set, ``changed`` when they
     changed, both sides of the diff given their ``limits``, and a warning when the VM expires within the hour or
-    is past its deadline. Then, when they are new or moved and its cloud allows a watchdog (boot.has_watchdog),
-    the watchdog is installed or refreshed over SSH with them (``files``: the run's SSH files; None: no SSH):
-    the journal first, then the VM. On a cloud without one, a warning says only the reap enforces them."""
+    is past its deadline. Then, where its cloud allows a watchdog (boot.has_watchdog), the watchdog is installed
+    or refreshed over SSH with the journal's limits on every run (``files``: the run's SSH files; None: no SSH):
+    the journal first, then the VM. On a cloud without one, a warning (when they are set or moved) says only the
+    reap enforces them."""
     applied = apply_limits(journal, name, vm, params)
     now = float(journal.clock())
     warnings: List[str] = []
     cloud = (vm.get("location") or {}).get("cloud") or ""
     moved = applied.changed or (applied.before is None and not applied.stored.limits.empty)
-    if moved and files is not None and has_watchdog(cloud, applied.stored.limits):
+    # Every run writes them, changed or not: a run killed between the journal commit and this write leaves the VM
+    # its old limits, and the re-run, finding the journal already as asked, must still bring the VM up to date.
+    if files is not None and has_watchdog(cloud, applied.stored.limits):
         failed = push_to_vm(applied.stored, vm, files)
         if failed:
             warnings.append(failed)

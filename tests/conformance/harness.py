@@ -97,6 +97,12 @@ class Harness:
         Clouds whose fake keeps no log of its requests skip."""
         pytest.skip("the %s fake keeps no log of the requests it received" % self.cloud)
 
+    def create_shutdown_setting(self) -> Optional[str]:
+        """The shutdown setting the fake's last creating request carried, as ``Capabilities.poweroff_setting`` writes
+        it ("Field=value"), or None when it carried none (or the cloud's default). Asked only of clouds whose adapter
+        has a ``poweroff_setting``: their harness must answer from what the fake received."""
+        raise NotImplementedError("the %s harness cannot tell what the create request carried" % self.cloud)
+
     def fill_first_pages(self) -> None:
         """Add, behind the adapter's back, resources of someone else so that a paged listing
         whose vendor signals another page only by a full one has a full first page (where that

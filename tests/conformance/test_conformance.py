@@ -13,6 +13,8 @@ What each check pins down:
 * delete of an unknown id and of an already-deleted id succeeds; cleanup is
   idempotent; after delete + cleanup nothing of the VM is left;
 * every error kind the harness can inject maps to that kind;
+* every adapter says what a guest power-off does to billing (a PowerOffBilling value, with its source), and
+  where its create request has a shutdown setting the fake received it when asked and not otherwise;
 * no adapter sleeps or polls: time.sleep raises inside every primitive, and the
   adapter's source holds no sleep and no ``while True``;
 * create sends one request that makes something, and one the vendor refuses as
@@ -52,7 +54,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, ErrorKind, Observed, Offer, Owned, ProviderError, ResourceKind, Status,
+    ANY_REGION, Capabilities, ErrorKind, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceKind, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import UNPLACED
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import adapter_class
@@ -218,6 +220,41 @@ def test_endpoint_only_when_usable(harness):
             "observe reported an endpoint for an instance that cannot be reached: %r" % (found[0],))
     finally:
         _teardown(harness, offer.location, spec.vm_name)
+
+
+# -- what a guest power-off does to billing (issue 27) -------------------------------------
+
+def test_capabilities_say_what_a_guest_poweroff_does_to_billing(harness):
+    caps = harness.provider.capabilities()
+    assert caps.poweroff_billing in PowerOffBilling.ALL, (
+        "the %s adapter does not say what a guest power-off does to billing: Capabilities.poweroff_billing is %r, "
+        "expected one of %s" % (harness.cloud, caps.poweroff_billing, ", ".join(PowerOffBilling.ALL)))
+    assert caps.poweroff_source.strip(), "the %s adapter names no source for its poweroff_billing" % harness.cloud
+    if caps.poweroff_setting is None:
+        assert caps.poweroff_billing_unset is None, "a poweroff_billing_unset without a poweroff_setting"
+    else:
+        assert re.match(r"^[A-Za-z_]+=\S+$", caps.poweroff_setting), caps.poweroff_setting
+        assert caps.poweroff_billing_unset in PowerOffBilling.ALL, (
+            "the %s adapter has a shutdown setting but does not say what a power-off does without it" % harness.cloud)
+        assert caps.poweroff_billing_unset != caps.poweroff_billing, "a shutdown setting that changes nothing"
+    assert Capabilities.from_dict(json.loads(json.dumps(caps.to_dict()))) == caps
+
+
+def test_create_carries_the_shutdown_setting_only_when_asked(harness):
+    caps = harness.provider.capabilities()
+    offer = _offer(harness)
+    asked = dataclasses.replace(harness.spec, terminate_on_guest_shutdown=True)
+    plain = _other_spec(harness, "-plain")
+    assert not plain.terminate_on_guest_shutdown
+    try:
+        instance_id = _launch(harness, offer, asked)   # asking never breaks a create, setting or none
+        assert _ids(harness.provider.observe(offer.location, asked.vm_name)) == [instance_id]
+        if caps.poweroff_setting is not None:
+            assert harness.create_shutdown_setting() == caps.poweroff_setting, "asked, the create request lacked it"
+            _launch(harness, offer, plain)
+            assert harness.create_shutdown_setting() is None, "not asked, the create request carried a shutdown setting"
+    finally:
+        _teardown(harness, offer.location, asked.vm_name, plain.vm_name)
 
 
 # -- delete / cleanup --------------------------------------------------------------------

@@ -16,6 +16,9 @@
 * **Unique tag keys.** A ``TagSpecification`` or ``CreateTags`` naming one tag key twice is
   refused with ``InvalidParameterValue``, as EC2 refuses it (tag keys are unique per resource);
   moto would keep the last.
+* **Shutdown behaviour.** Each logged ``RunInstances`` keeps the ``InstanceInitiatedShutdownBehavior``
+  it carried (``""`` when it carried none: EC2's default, stop), and a value outside EC2's
+  ``ShutdownBehavior`` enum (stop, terminate) is refused with ``InvalidParameterValue``.
 
 Use the ``moto_ec2`` session fixture (import it into a test module or conftest), or
 ``shared_server()`` where no fixture is at hand (conformance harnesses).
@@ -103,14 +106,22 @@ class _Middleware:
             form = parse_qs(body.decode("utf-8", "replace")) if body else {}
             query = parse_qs(environ.get("QUERY_STRING", ""))
             action = (form.get("Action") or query.get("Action") or [""])[0]
+        entry = {"account": account, "action": action, "next_token": (form.get("NextToken") or [""])[0]}
+        if action == "RunInstances":
+            entry["shutdown_behavior"] = (form.get("InstanceInitiatedShutdownBehavior") or [""])[0]
         with self.lock:
-            self.log.append({"account": account, "action": action, "next_token": (form.get("NextToken") or [""])[0]})
+            self.log.append(entry)
             rule = self._take(account, action)
             ignoring = not target and action.startswith("Describe") and account in self.ignoring_paging
         duplicate = None if target else _duplicate_tag_key(form)
         if duplicate is not None:
             payload = (_EC2_ERROR % ("InvalidParameterValue", "Duplicate tag key '%s' specified" % duplicate,
                                      "fake-%d" % len(self.log))).encode("utf-8")
+            start_response("400 Bad Request", [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
+            return [payload]
+        if entry.get("shutdown_behavior") not in (None, "", "stop", "terminate"):
+            payload = (_EC2_ERROR % ("InvalidParameterValue", "Value (%s) for parameter instanceInitiatedShutdownBehavior is "
+                                     "invalid" % entry["shutdown_behavior"], "fake-%d" % len(self.log))).encode("utf-8")
             start_response("400 Bad Request", [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
             return [payload]
         if rule is None and ignoring:

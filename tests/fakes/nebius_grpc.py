@@ -18,6 +18,9 @@ an instance's Create finishes once it is RUNNING, its Delete once it is gone, th
 * Capacity: ``iam.v2.ProjectService.Get`` gives the project's parent ``tenant_id``;
   ``capacity.v1.ResourceAdviceService.List`` of it one advice per platform x preset at level
   ``capacity[(platform, preset)]`` (unset: HIGH); no parent_id INVALID_ARGUMENT, another PERMISSION_DENIED.
+* A guest power-off (:meth:`guest_poweroff`) applies the instance's ``recovery_policy``, as Compute does (the SDK's
+  InstanceSpec.recovery_policy): RECOVER (the default) reboots it, RUNNING and charged on (``reboots`` counts);
+  FAIL leaves it STOPPED. ALWAYS is refused on create outside an NVLink instance group (INVALID_ARGUMENT).
 * :meth:`fail_create_operation`: ``boot_polls`` reads on the instance is STOPPED (dstack #2977, SkyPilot
   #6856) or ERROR, its Create operation RESOURCE_EXHAUSTED. :meth:`forget_operations`: the retention policy.
 * Errors on demand: :meth:`fail_next` (any code and ServiceError), :meth:`fail_capacity`, :meth:`bad_auth` ...
@@ -304,6 +307,18 @@ class NebiusGrpcFake:
                 record["_reads"] = self.boot_polls
                 self._advance(record, tick=False)
 
+    def guest_poweroff(self, instance_id: str) -> str:
+        """A power-off from inside the running instance; returns the state it leaves (the recovery policy's)."""
+        with self.lock:
+            record = self.instances[instance_id]
+            if record["state"] != "RUNNING":
+                raise ValueError("%s is %s: only a running guest can power itself off" % (instance_id, record["state"]))
+            if record["recovery_policy"] == "FAIL":
+                record.update(state="STOPPED")
+            else:   # RECOVER: Compute restarts the VM (on this host or another) and keeps charging for it
+                record["reboots"] += 1
+            return record["state"]
+
     def stop(self) -> None:
         for forwarder in list(self._forwarders.values()):
             forwarder.close()
@@ -413,6 +428,8 @@ class NebiusGrpcFake:
                 raise self._invalid("spec.network_interfaces.security_groups", "unknown group %s" % group.id)
         if len(spec.cloud_init_user_data) > 32768:   # string {max_len: 32768} in instance.proto
             raise self._invalid("spec.cloud_init_user_data", "value length must be at most 32768 characters")
+        if spec.recovery_policy.name == "ALWAYS" and not spec.nvl_instance_group_id:
+            raise self._invalid("spec.recovery_policy", "ALWAYS is available only for instances in an nvlinstancegroup")
         if spec.HasField("preemptible") and not platform["spot"]:
             raise self._invalid("spec.preemptible", "platform %s takes no preemptible VMs" % spec.resources.platform)
         gpus = platform["gpus"][spec.resources.preset]
@@ -422,7 +439,7 @@ class NebiusGrpcFake:
         self.instances[instance_id] = dict(
             id=instance_id, name=meta.name, labels=dict(meta.labels), spec=spec, state="CREATING", gpus=gpus,
             disk=disk.name, groups=[g.id for g in spec.network_interfaces[0].security_groups],
-            user_data=spec.cloud_init_user_data or "", version=1)
+            user_data=spec.cloud_init_user_data or "", version=1, recovery_policy=spec.recovery_policy.name, reboots=0)
         self.instances[instance_id]["fails"] = self._failing_creates.pop(0) if self._failing_creates else None
         return self._operation(instance_id, "create instance", request, done=False)
 

@@ -371,13 +371,28 @@ def test_lifecycle(provider, ec2):
     provider.cleanup(LOC, "life1")
 
 
-@pytest.mark.parametrize("watchdog, behaviour", [(True, "terminate"), (False, "stop")])
-def test_a_vm_with_a_watchdog_terminates_on_a_guest_shutdown(provider, ec2, watchdog, behaviour):
+@pytest.mark.parametrize("watchdog, sent, behaviour", [(True, "terminate", "terminate"), (False, "", "stop")])
+def test_a_vm_with_a_watchdog_terminates_on_a_guest_shutdown(provider, ec2, moto_ec2, account, watchdog, sent, behaviour):
     spec = spec_for("wd%d" % watchdog, terminate_on_guest_shutdown=watchdog)
     offer = offer_for()
     instance_id = provider.create(offer, provider.prepare(offer, spec), spec)
+    # the request carried the parameter only when asked (absent: EC2's default, stop) ...
+    assert moto_ec2.calls("RunInstances", account["aws_access_key_id"])[-1]["shutdown_behavior"] == sent
+    # ... and the instance holds it, as EC2 reads it back
     found = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="instanceInitiatedShutdownBehavior")
     assert found["InstanceInitiatedShutdownBehavior"]["Value"] == behaviour
+    caps = provider.capabilities()
+    assert caps.poweroff_billing_of(watchdog) == ("ends" if watchdog else "ends_compute")
+    assert caps.poweroff_setting == "InstanceInitiatedShutdownBehavior=terminate"
+
+
+def test_the_fake_refuses_a_shutdown_behaviour_ec2_does_not_know(moto_ec2, account, ec2):
+    from botocore.exceptions import ClientError
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    with pytest.raises(ClientError) as refused:
+        ec2.run_instances(ImageId=image, InstanceType="t3.micro", MinCount=1, MaxCount=1,
+                          InstanceInitiatedShutdownBehavior="halt")
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
 
 
 def test_create_spot(provider, ec2):

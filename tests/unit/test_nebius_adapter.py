@@ -23,6 +23,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.nebius imp
 )
 from ansible_collections.gpuprov.cloud.tests.fakes.nebius_grpc import NebiusGrpcFake  # noqa: E402
 from nebius.api.nebius.common.v1 import ResourceMetadata  # noqa: E402
+from nebius.api.nebius.compute.v1 import InstanceRecoveryPolicy, InstanceServiceClient  # noqa: E402
 from nebius.api.nebius.vpc.v1 import CreateSecurityRuleRequest  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtY29uZm9ybWFuY2U unit@nebius"
@@ -139,6 +140,24 @@ def test_observe_lifecycle_endpoint_and_journal(fake):
     assert provider.observe(location, "unit") == []
 
 
+@pytest.mark.parametrize("asked, policy, after", [(True, "FAIL", Status.STOPPED), (False, "RECOVER", Status.RUNNING)])
+def test_a_vm_with_a_watchdog_is_created_to_stop_on_a_guest_poweroff(fake, asked, policy, after):
+    # Nebius applies the recovery policy to a power-off from inside: RECOVER (the default) reboots and charges on,
+    # FAIL leaves the VM stopped, and stopped time is not charged (docs/limits.md's billing table).
+    provider = adapter(fake)
+    offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
+    asked_spec = spec(terminate_on_guest_shutdown=asked)
+    instance_id = provider.create(offer, provider.prepare(offer, asked_spec), asked_spec)
+    sent = [request for key, request in fake.calls if key == "instances.create"][-1]
+    assert sent.spec.recovery_policy.name == policy
+    assert ("recovery_policy=%s" % policy == provider.capabilities().poweroff_setting) is asked
+    fake.finish(instance_id)
+    assert fake.guest_poweroff(instance_id) == ("STOPPED" if asked else "RUNNING")
+    seen = provider.observe(offer.location, "unit")[0]
+    assert seen.status == after and fake.instances[instance_id]["reboots"] == (0 if asked else 1)
+    assert provider.capabilities().poweroff_billing_of(asked) == ("ends_compute" if asked else "continues")
+
+
 def test_error_state_is_failed_with_the_state_as_reason(fake):
     provider = adapter(fake)
     offer = provider.plan(ResourceRequest(vm_name="unit", gpu="H100"))[0]
@@ -245,6 +264,11 @@ def test_the_fake_refuses_what_nebius_refuses(fake):
     with pytest.raises(ProviderError) as raised:  # another project
         adapter(fake, project_id="project-e00other").observe(offer.location, "unit")
     assert raised.value.kind == ErrorKind.CREDENTIALS and "PERMISSION_DENIED" in raised.value.msg
+    always = provider._create_request(offer, prepared, spec("unit-g"))
+    always.spec.recovery_policy = InstanceRecoveryPolicy.ALWAYS   # only for instances of an NVLink group
+    with pytest.raises(ProviderError) as raised:
+        provider._call("create", InstanceServiceClient, "create", always)
+    assert raised.value.kind == ErrorKind.INVALID_REQUEST and "recovery_policy" in raised.value.msg
     fake.fail_capacity()
     with pytest.raises(ProviderError) as raised:
         provider.create(offer, prepared, spec("unit-f"))

@@ -334,8 +334,10 @@ class InstanceSpec(_Record):
     spot: bool = False
     # The user's tags/labels (the ``tags`` option): on every resource, under the identity tags (Provider.resource_tags).
     tags: Dict[str, str] = dataclasses.field(default_factory=dict)
-    # The VM's watchdog powers it off at its deadline (issue 27): where the cloud can, a guest power-off then ends
-    # the instance (AWS InstanceInitiatedShutdownBehavior=terminate) instead of leaving it stopped and billing disks.
+    # The VM's watchdog powers it off at its deadline (issue 27): where the create request can say so
+    # (Capabilities.poweroff_setting), a guest power-off then ends more billing: AWS terminates the instance
+    # (InstanceInitiatedShutdownBehavior=terminate) instead of leaving it stopped and billing disks, Nebius stops it
+    # (recovery_policy=FAIL) instead of rebooting it and billing on.
     terminate_on_guest_shutdown: bool = False
 
     @property
@@ -359,6 +361,19 @@ class K3sAccess:
     SSH_TUNNEL = "SshTunnel"   # the API is reached through an SSH forward
 
 
+class PowerOffBilling:
+    """What a guest power-off (the VM's watchdog at its limits, or anyone's ``poweroff``) does to billing on a cloud,
+    as the vendor's pages or SDK say (``Capabilities.poweroff_billing``; docs/limits.md's billing table agrees)."""
+
+    ENDS = "ends"                  # the instance is terminated or deleted: nothing of it bills any more
+    ENDS_COMPUTE = "ends_compute"  # it stops: instance and GPUs stop billing, its disks and IPs bill until removed
+    CONTINUES = "continues"        # the cloud bills a powered-off VM as a running one, or restarts it
+    UNKNOWN = "unknown"            # the vendor does not say
+    FREE = "free"                  # nothing on this cloud bills at all (docker, local)
+
+    ALL = (ENDS, ENDS_COMPUTE, CONTINUES, UNKNOWN, FREE)
+
+
 @dataclasses.dataclass(frozen=True)
 class Capabilities(_Record):
     kubernetes: bool = True
@@ -372,6 +387,24 @@ class Capabilities(_Record):
     readiness_poll_first_s: Optional[float] = None
     # The Python Ansible should use on the VM, where interpreter discovery would guess wrong.
     python_interpreter: Optional[str] = None
+    # What a guest power-off does to billing (a PowerOffBilling value), for an instance created with
+    # InstanceSpec.terminate_on_guest_shutdown (every VM with a watchdog is). None: the adapter has not said, which
+    # the conformance suite refuses: each answers from its vendor's documentation, "unknown" where that is silent.
+    poweroff_billing: Optional[str] = None
+    # The field of the create request the adapter sets when asked (terminate_on_guest_shutdown), as "Field=value"
+    # (AWS: InstanceInitiatedShutdownBehavior=terminate); None where the create request has none, and a guest
+    # power-off does what poweroff_billing says whatever was asked.
+    poweroff_setting: Optional[str] = None
+    # With a poweroff_setting: what a guest power-off does to an instance created without it (the cloud's default).
+    poweroff_billing_unset: Optional[str] = None
+    # Where the vendor says so: its page (URL) or SDK docstring, in one line.
+    poweroff_source: str = ""
+
+    def poweroff_billing_of(self, terminate_on_guest_shutdown: bool) -> Optional[str]:
+        """What a guest power-off does to billing for an instance created with (or without) the shutdown setting."""
+        if terminate_on_guest_shutdown or self.poweroff_setting is None:
+            return self.poweroff_billing
+        return self.poweroff_billing_unset
 
 
 class Provider(abc.ABC):

@@ -138,6 +138,11 @@ class AwsHarness(Harness):
         return [c["action"] for c in self.fake.calls(account=self.account)
                 if not c["action"].startswith(("Describe", "Get"))]
 
+    def create_shutdown_setting(self) -> Optional[str]:
+        runs = self.fake.calls("RunInstances", self.account)
+        sent = runs[-1]["shutdown_behavior"] if runs else ""
+        return "InstanceInitiatedShutdownBehavior=%s" % sent if sent else None
+
     def create_unreachable(self, spec: InstanceSpec) -> Optional[str]:
         """A running instance of the VM without a public IP yet: a subnet of the
         default VPC that does not map public addresses on launch."""

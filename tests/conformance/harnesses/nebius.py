@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -75,6 +75,13 @@ class NebiusHarness(LeverHarness):
         with self.fake.lock:
             calls = list(self.fake.calls)
         return [(key, not getattr(request, "page_token", "")) for key, request in calls if key.endswith(".list")]
+
+    def create_shutdown_setting(self) -> Optional[str]:
+        with self.fake.lock:
+            creates = [request for key, request in self.fake.calls if key == "instances.create"]
+        # RECOVER is the enum's zero: left out and given are the same request on the wire.
+        policy = creates[-1].spec.recovery_policy.name if creates else "RECOVER"
+        return None if policy == "RECOVER" else "recovery_policy=%s" % policy
 
     def mutating_requests(self) -> List[str]:
         with self.fake.lock:

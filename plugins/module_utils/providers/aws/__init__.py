@@ -54,7 +54,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
-    Location, Observed, Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
+    Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
@@ -86,6 +86,8 @@ except ImportError:  # pragma: no cover - sanity imports module_utils without bo
 
 SSH_USER_TAG = "gpuprov-ssh-user"
 SG_PREFIX = "gpuprov-"
+# The RunInstances parameter that makes a shutdown from inside the guest terminate the instance (the default stops it).
+TERMINATE_ON_SHUTDOWN = ("InstanceInitiatedShutdownBehavior", "terminate")
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 _STATUS = {"pending": Status.PENDING, "running": Status.RUNNING, "stopping": Status.STOPPING,
            "stopped": Status.STOPPED, "shutting-down": Status.TERMINATING}
@@ -155,6 +157,13 @@ class AwsProvider(TypedOptionsProvider):
             kubernetes=True, boot_script=True, spot=True,
             k3s_access=K3sAccess.DIRECT if self._k3s_direct else K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
+            # A guest shutdown stops an EBS-backed instance (EBS volumes and Elastic IPs bill on) unless the
+            # instance was launched to terminate on it, as create asks when terminate_on_guest_shutdown.
+            poweroff_billing=PowerOffBilling.ENDS, poweroff_setting="%s=%s" % TERMINATE_ON_SHUTDOWN,
+            poweroff_billing_unset=PowerOffBilling.ENDS_COMPUTE,
+            poweroff_source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_ChangingInstanceInitiatedShutdownBehavior.html"
+                            " (a guest shutdown stops the instance unless the attribute says terminate); "
+                            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html (stopped: EBS billed)",
         )
 
     def check_credentials(self) -> None:
@@ -248,7 +257,7 @@ class AwsProvider(TypedOptionsProvider):
         }
         if spec.terminate_on_guest_shutdown:
             # The watchdog's power-off then terminates: a stopped instance would still bill its EBS volumes.
-            params["InstanceInitiatedShutdownBehavior"] = "terminate"
+            params[TERMINATE_ON_SHUTDOWN[0]] = TERMINATE_ON_SHUTDOWN[1]
         if offer.spot:
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
                 "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}

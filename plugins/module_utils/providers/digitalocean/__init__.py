@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
@@ -125,7 +125,11 @@ class DigitalOceanProvider(TypedOptionsProvider):
             kubernetes=True, boot_script=True, spot=False,
             k3s_access=K3sAccess.DIRECT if self.options["k3s_direct"] else K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
-            python_interpreter=self.options["python_interpreter"] or None)
+            python_interpreter=self.options["python_interpreter"] or None,
+            # A powered-off Droplet keeps its CPU, RAM, disk and IP reserved and bills; only destroy ends it.
+            poweroff_billing=PowerOffBilling.CONTINUES,
+            poweroff_source="https://docs.digitalocean.com/reference/doctl/reference/compute/droplet-action/power-off "
+                            "(Droplets that are powered off are still billable; destroy it to stop charges)")
 
     # -- plan -----------------------------------------------------------------------
 

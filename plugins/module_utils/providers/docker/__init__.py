@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.docker.image_recipe import DOCKERFILE, ENTRYPOINT
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     ANY_REGION, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
-    Location, Observed, Offer, Owned, ProviderError, ResourceKind, ResourceRequest, SshEndpoint, Status,
+    Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceKind, ResourceRequest, SshEndpoint, Status,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.docker import (
@@ -287,6 +287,10 @@ class DockerProvider(TypedOptionsProvider):
             boot_timeout_s=120.0,
             poll_interval_s=1.0,
             python_interpreter=self.python_interpreter,
+            # Nothing bills here; the watchdog's power-off ends the container's init, and with restart policy
+            # "no" the container stays exited until down or reap removes it.
+            poweroff_billing=PowerOffBilling.FREE,
+            poweroff_source="the docker cloud is a local engine: nothing bills (docs/clouds/docker.md)",
         )
 
     def plan(self, request: ResourceRequest) -> List[Offer]:

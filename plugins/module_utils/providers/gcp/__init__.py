@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
-    Location, Observed, Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
+    Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.gcp import CREDENTIALS, OPTIONS
@@ -263,7 +263,15 @@ class GcpProvider(TypedOptionsProvider):
         return Capabilities(kubernetes=True, boot_script=True, spot=True,
                             k3s_access=K3sAccess.DIRECT if self.k3s_direct else K3sAccess.SSH_TUNNEL,
                             boot_timeout_s=self.options["boot_timeout_s"],
-                            poll_interval_s=self.options["poll_interval_s"])
+                            poll_interval_s=self.options["poll_interval_s"],
+                            # A shutdown from the guest stops the instance (TERMINATED): no VM or GPU charges, its
+                            # disks and static IPs bill on. No create field makes a guest shutdown delete it
+                            # (Scheduling's instanceTerminationAction acts on preemption and maxRunDuration only).
+                            poweroff_billing=PowerOffBilling.ENDS_COMPUTE,
+                            poweroff_source="google-cloud-compute InstancesClient.stop: stopped instances do not incur "
+                                            "VM usage charges, persistent disks and static IPs do; "
+                                            "https://cloud.google.com/compute/docs/instances/instance-life-cycle "
+                                            "(a guest shutdown ends TERMINATED)")
 
     def _zone_filter(self, request: ResourceRequest):
         """(ordered regions or None, ordered zones or None) limiting the search."""

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.hyperstack import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
@@ -132,7 +132,12 @@ class HyperstackProvider(TypedOptionsProvider):
             kubernetes=True, boot_script=True, spot=False,
             k3s_access=K3sAccess.DIRECT if self.options["k3s_direct"] else K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
-            python_interpreter=self.options["python_interpreter"] or None)
+            python_interpreter=self.options["python_interpreter"] or None,
+            # A VM shut off keeps every resource of its flavor reserved and bills in full; only HIBERNATED (through
+            # the API) or a delete ends the flavor's billing. The create request has no shutdown field.
+            poweroff_billing=PowerOffBilling.CONTINUES,
+            poweroff_source="https://infrahub-doc.nexgencloud.com/docs/billing/states-and-billing (SHUTOFF: billing "
+                            "continues for all resources; HIBERNATED or DELETED to stop it)")
 
     # -- plan -----------------------------------------------------------------------
 

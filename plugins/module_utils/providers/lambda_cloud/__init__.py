@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed,
-    Offer, Owned, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
+    Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.lambda_cloud import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import check_regions, cidr_list, tcp_ports
@@ -98,7 +98,11 @@ class LambdaProvider(TypedOptionsProvider):
             kubernetes=True, boot_script=True, spot=False,
             k3s_access=K3sAccess.DIRECT if self.options["k3s_direct"] else K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
-            python_interpreter=self.options["python_interpreter"] or None)
+            python_interpreter=self.options["python_interpreter"] or None,
+            # There is no stopped state: an instance bills from launch until it is terminated.
+            poweroff_billing=PowerOffBilling.CONTINUES,
+            poweroff_source="https://docs.lambda.ai/public-cloud/billing (billing ends the moment you terminate the "
+                            "instance; billed regardless if actively used)")
 
     # -- plan -----------------------------------------------------------------------
 

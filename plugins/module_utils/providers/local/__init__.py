@@ -36,7 +36,7 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError,
+    ANY_REGION, Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, PowerOffBilling, ProviderError,
     ResourceKind, ResourceRequest, SshEndpoint, Status, tag_changes,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.local import OPTIONS
@@ -193,7 +193,11 @@ class LocalProvider(TypedOptionsProvider):
                             # tried again as soon, not after the 0.25 s a cloud VM's sshd is given.
                             readiness_poll_first_s=0.02,
                             # The "VM" is this host: the controller's own Python is known to work there.
-                            python_interpreter=self.options.get("python_interpreter") or sys.executable)
+                            python_interpreter=self.options.get("python_interpreter") or sys.executable,
+                            # Nothing bills: a local VM is an sshd on the controller (which the watchdog, never
+                            # installed here, would power off).
+                            poweroff_billing=PowerOffBilling.FREE,
+                            poweroff_source="the local cloud runs on the controller itself: nothing bills (docs/clouds/local.md)")
 
     # -- helpers ---------------------------------------------------------------------
     def _sshd(self) -> str:

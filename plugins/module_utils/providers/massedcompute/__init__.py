@@ -33,7 +33,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, ProviderError,
+    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, PowerOffBilling, ProviderError,
     ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.massedcompute import OPTIONS
@@ -104,7 +104,11 @@ class MassedComputeProvider(TypedOptionsProvider):
         return Capabilities(
             kubernetes=True, boot_script=True, spot=False, k3s_access=K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
-            python_interpreter=self.options["python_interpreter"] or None)
+            python_interpreter=self.options["python_interpreter"] or None,
+            # The vendor bills each "active" VM per minute and does not say whether a powered-off one is active.
+            poweroff_billing=PowerOffBilling.UNKNOWN,
+            poweroff_source="https://vm-docs.massedcompute.com/docs/billing/overview (active VMs charged per minute; "
+                            "a powered-off VM not addressed)")
 
     # -- plan -----------------------------------------------------------------------
 

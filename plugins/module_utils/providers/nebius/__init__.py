@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
-    Owned, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
+    Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.nebius import OPTIONS
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common import (
@@ -64,7 +64,7 @@ try:
     from nebius.api.nebius.common.v1 import GetByNameRequest, ResourceMetadata
     from nebius.api.nebius.compute.v1 import (
         AttachedDiskSpec, CreateInstanceRequest, DeleteInstanceRequest, DiskSpec, GetInstanceRequest,
-        InstanceServiceClient, UpdateInstanceRequest,
+        InstanceRecoveryPolicy, InstanceServiceClient, UpdateInstanceRequest,
         InstanceSpec as NbInstanceSpec, IPAddress, ListPlatformsRequest, ManagedDisk, NetworkInterfaceSpec,
         PlatformServiceClient, PreemptibleSpec, PublicIPAddress, ResourcesSpec, SecurityGroup as NicSecurityGroup,
         SourceImageFamily,
@@ -186,7 +186,16 @@ class NebiusProvider(TypedOptionsProvider):
         return Capabilities(
             kubernetes=True, boot_script=True, spot=True, k3s_access=K3sAccess.SSH_TUNNEL,
             boot_timeout_s=self.options["boot_timeout_s"], poll_interval_s=self.options["poll_interval_s"],
-            python_interpreter=self.options["python_interpreter"] or None)
+            python_interpreter=self.options["python_interpreter"] or None,
+            # Compute takes a guest shutdown for a failure and applies the recovery policy: RECOVER (the default)
+            # reboots the VM and charges on; FAIL, which create sets when asked, leaves it stopped, and a stopped
+            # VM is not charged (its disks are).
+            poweroff_billing=PowerOffBilling.ENDS_COMPUTE, poweroff_setting="recovery_policy=FAIL",
+            poweroff_billing_unset=PowerOffBilling.CONTINUES,
+            poweroff_source="nebius SDK 0.6 compute.v1 InstanceSpec.recovery_policy (a guest shutdown is subject to "
+                            "it; FAIL: stopped, not restarted); https://docs.nebius.com/compute/virtual-machines/"
+                            "stopped-with-linux-commands; https://docs.nebius.com/legal/specific-terms/compute "
+                            "(stopped time not charged, disks charged)")
 
     # -- plan -----------------------------------------------------------------------
 
@@ -374,6 +383,10 @@ class NebiusProvider(TypedOptionsProvider):
             boot_disk=AttachedDiskSpec(attach_mode=AttachedDiskSpec.AttachMode.READ_WRITE, managed_disk=disk))
         if offer.spot:
             body.preemptible = PreemptibleSpec(on_preemption=PreemptibleSpec.PreemptionPolicy.STOP)
+        if spec is not None and spec.terminate_on_guest_shutdown:
+            # The watchdog's power-off then leaves the VM stopped and uncharged; the default, RECOVER, would
+            # reboot it and charge on. Immutable once created, and a host failure then stops it too.
+            body.recovery_policy = InstanceRecoveryPolicy.FAIL
         if prepared is not None and spec is not None:
             body.network_interfaces = [NetworkInterfaceSpec(
                 name="eth0", subnet_id=prepared["subnet_id"], ip_address=IPAddress(),

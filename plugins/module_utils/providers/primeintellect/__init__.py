@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError, ResourceRequest,
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest,
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.primeintellect import OPTIONS
@@ -117,7 +117,12 @@ class PrimeIntellectProvider(TypedOptionsProvider):
         # user data or start command (only an image and envVars): no boot script runs.
         return Capabilities(kubernetes=False, boot_script=False, spot=True, k3s_access=None,
                             boot_timeout_s=self.options["boot_timeout_s"],
-                            poll_interval_s=self.options["poll_interval_s"])
+                            poll_interval_s=self.options["poll_interval_s"],
+                            # A pod reports a stoppedPriceHr, but no vendor page says what a power-off from inside
+                            # does (nor what the create's autoRestart restarts).
+                            poweroff_billing=PowerOffBilling.UNKNOWN,
+                            poweroff_source="https://docs.primeintellect.ai/api-reference/pods/create-pod (stoppedPriceHr, "
+                                            "autoRestart undocumented); no page on a guest power-off")
 
     # -- plan -----------------------------------------------------------------------
 

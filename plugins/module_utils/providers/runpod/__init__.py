@@ -38,7 +38,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, ProviderError, ResourceRequest,
+    Capabilities, ErrorKind, InstanceSpec, Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest,
     Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.runpod import OPTIONS
@@ -100,7 +100,13 @@ class RunpodProvider(TypedOptionsProvider):
         # replace the image's own, which starts sshd); the core runs scripts over SSH instead.
         return Capabilities(kubernetes=False, boot_script=False, spot=False, k3s_access=None,
                             boot_timeout_s=self.options["boot_timeout_s"],
-                            poll_interval_s=self.options["poll_interval_s"])
+                            poll_interval_s=self.options["poll_interval_s"],
+                            # What RunPod does when a pod's PID 1 ends (restart it, or leave it EXITED) is not
+                            # documented; a stopped pod still bills its volume disk until it is terminated.
+                            poweroff_billing=PowerOffBilling.UNKNOWN,
+                            poweroff_source="https://docs.runpod.io/get-started/billing-information (running pods bill "
+                                            "by the minute, stopped pods their volume storage; an exited container "
+                                            "not addressed)")
 
     # -- plan ------------------------------------------------------------------------
 

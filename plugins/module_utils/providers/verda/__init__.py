@@ -51,7 +51,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, ProviderError,
+    Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer, Owned, PowerOffBilling, ProviderError,
     ResourceRequest, SshEndpoint, Status, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.verda import (
@@ -157,7 +157,13 @@ class VerdaProvider(TypedOptionsProvider):
     def capabilities(self) -> Capabilities:
         return Capabilities(kubernetes=True, boot_script=True, spot=True, k3s_access=K3sAccess.SSH_TUNNEL,
                             boot_timeout_s=self.options["boot_timeout_s"],
-                            poll_interval_s=self.options["poll_interval_s"])
+                            poll_interval_s=self.options["poll_interval_s"],
+                            # The API has an offline status and shutdown/hibernate actions, but no vendor page says
+                            # what an offline instance bills; the create request has no shutdown field.
+                            poweroff_billing=PowerOffBilling.UNKNOWN,
+                            poweroff_source="verda SDK 1.25 (InstanceStatus.OFFLINE, Actions.SHUTDOWN; only retained "
+                                            "volumes are said to bill); https://docs.verda.com/welcome-to-verda/"
+                                            "pricing-and-billing says nothing of stopped instances")
 
     def _image(self, instance_type: Dict[str, Any]) -> Dict[str, Any]:
         """The image for a type, and why it cannot run there (None when it can)."""

@@ -85,7 +85,8 @@ RETURN = r"""
 removed:
   description:
     - The VMs torn down, each with C(name), C(cloud), C(region), C(instance_id), C(reason), C(saved_per_hour) (USD;
-      0 for one that no longer bills, null where unknown), C(expired) (it stopped itself) and C(targets).
+      0 for one that no longer bills, null where unknown), C(expired) (it stopped itself), C(billing) (with
+      C(expired), what its power-off did to its bill, from its cloud's documentation) and C(targets).
   returned: always
   type: list
   elements: dict

@@ -46,7 +46,7 @@ def test_compose_puts_the_watchdog_first_and_keeps_the_installer_and_its_env():
     ("aws", Limits(grace_s=60), False),  # a grace alone limits nothing
     ("aws", None, False),
     ("local", LIMITS, False),           # it would power off the controller
-    ("nebius", LIMITS, False),          # a guest power-off reboots the VM there
+    ("nebius", LIMITS, True),           # made with recovery_policy=FAIL: a guest power-off stops it
 ])
 def test_which_vms_get_the_watchdog(cloud, limits, expected):
     assert boot.has_watchdog(cloud, limits) is expected

@@ -20,7 +20,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 
 NO_WATCHDOG: Dict[str, str] = {
     "local": "its VM is an sshd on this controller, and a power-off from inside would power off the controller",
-    "nebius": "Nebius starts a VM again that was powered off from inside, so the watchdog would loop",
 }
 NO_WATCHDOG_CLOUDS = tuple(NO_WATCHDOG)
 
@@ -50,7 +49,9 @@ def compose(script: Optional[BootScript], part: str) -> BootScript:
 
 
 def with_watchdog(spec: InstanceSpec, cloud: str, caps: Any, limits: Optional[Limits]) -> InstanceSpec:
-    """``spec`` as ``cloud`` gets it, with the watchdog composed into its boot script where it has one."""
+    """``spec`` as ``cloud`` gets it, with the watchdog composed into its boot script where it has one, and the
+    adapter asked to make a guest power-off end the billing where its API can (``terminate_on_guest_shutdown``:
+    AWS InstanceInitiatedShutdownBehavior=terminate, Nebius recovery_policy=FAIL; Capabilities.poweroff_setting)."""
     if limits is None or not has_watchdog(cloud, limits) or not getattr(caps, "boot_script", False):
         return spec
     part = watchdog_boot_part(limits, grace_s=limits.grace, interval_s=limits.check_interval_s)

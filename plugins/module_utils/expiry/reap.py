@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import billing
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalError
@@ -100,9 +101,12 @@ def vm_params(params: Dict[str, Any], name: str, cloud: str) -> Dict[str, Any]:
 
 def _entry(name: str, vm: Dict[str, Any], decision: dec.ReapDecision) -> Dict[str, Any]:
     location = vm.get("location") or {}
-    return {"name": name, "cloud": location.get("cloud"), "region": location.get("region"),
-            "instance_id": vm.get("instance_id"), "reason": decision.reason, "saved_per_hour": decision.saved_per_hour,
-            "expired": decision.expired}
+    entry = {"name": name, "cloud": location.get("cloud"), "region": location.get("region"),
+             "instance_id": vm.get("instance_id"), "reason": decision.reason, "saved_per_hour": decision.saved_per_hour,
+             "expired": decision.expired}
+    if decision.expired:   # it powered itself off: whether that ended its bill is its cloud's to say
+        entry["billing"] = billing.poweroff_sentence(str(location.get("cloud") or ""))
+    return entry
 
 
 def _total(entries: List[Dict[str, Any]]) -> float:
@@ -182,9 +186,10 @@ def lines(result: Dict[str, Any]) -> List[str]:
     for verb, key in (("REAPED", "removed"), ("WOULD REAP", "would_remove"), ("NOT REAPED", "not_removed")):
         for entry in result[key]:
             saved = entry["saved_per_hour"]
-            shown.append("%s %s (%s/%s %s): %s; saves %s%s" % (
+            shown.append("%s %s (%s/%s %s): %s; saves %s%s%s" % (
                 verb, entry["name"], entry["cloud"], entry["region"], entry["instance_id"], entry["reason"],
                 "unknown" if saved is None else money.per_hour(saved),
+                " (%s)" % entry["billing"] if entry.get("billing") else "",
                 ": %s" % entry["error"] if entry.get("error") else ""))
     return shown
 

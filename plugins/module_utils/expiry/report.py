@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import limits as lim
-from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import store
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import billing, store
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.boot import NO_WATCHDOG
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.vm_task import expiry_warning, limits_result
 
 HEADER: Tuple[str, ...] = ("LEFT", "SPENT", "CAP")
@@ -36,7 +37,8 @@ def annotate(journal: Any, vms: List[Dict[str, Any]], now: float) -> List[str]:
                                           price_per_hour=stored.price_per_hour, up_since=stored.up_since,
                                           observed=dec.OBSERVED_BY_STATUS.get(vm.get("status") or "")), now)
         vm["limits"] = dict(limits_result(stored, now), decision=decision.action, reason=decision.reason,
-                            expired=decision.action == dec.REAP, price_per_hour=stored.price_per_hour)
+                            expired=decision.action == dec.REAP, price_per_hour=stored.price_per_hour,
+                            grace_s=stored.limits.grace)
         warned = expiry_warning(stored, now) if vm["state"] == dec.READY else None
         if warned:
             warnings.append(warned)
@@ -58,8 +60,15 @@ def expired_lines(vm: Mapping[str, Any]) -> List[str]:
     if not expired(vm) or vm["state"] != dec.READY:
         return []
     seen = dec.OBSERVED_BY_STATUS.get(vm.get("status") or "")
-    what = ("its cloud showed it %s at %s" % (vm["status"], vm["updated_at"]) if seen is not None
-            else "not looked at since (reap looks, even as a dry run); it may still bill until it powers itself off")
+    cloud = vm.get("cloud") or ""
+    if seen is not None:
+        what = "its cloud showed it %s at %s; %s" % (vm["status"], vm["updated_at"], billing.poweroff_sentence(cloud))
+    elif cloud in NO_WATCHDOG:
+        what = "it has no watchdog on %s and runs until reap removes it" % cloud
+    else:
+        what = ("not looked at since (reap looks, even as a dry run): it runs until its watchdog powers it off %s "
+                "past its deadline, and %s" % (lim.format_duration(vm["limits"].get("grace_s") or lim.DEFAULT_GRACE_S),
+                                               billing.poweroff_sentence(cloud)))
     return ["EXPIRED %s: %s; %s. Run: ansible-playbook gpuprov.cloud.reap -e delete=true" % (
         vm["name"], vm["limits"]["reason"], what)]
 

@@ -1,7 +1,9 @@
-"""The crash matrix: SIGKILL the real ansible-playbook at every crash point of provision and
-down, on the local cloud (real sshd) and the docker cloud (real engine), and check after each
-kill that a re-run converges: exactly one VM after provision, none after down, and a journal
-that never says Done (or Ready) while something else exists. See tests/crashpoints/harness.py.
+"""The crash matrix: SIGKILL the real ansible-playbook at every crash point of provision, down
+and reap (-e delete=true, of a VM past its ttl), on the local cloud (real sshd) and the docker
+cloud (real engine), and check after each kill that a re-run converges: exactly one VM after
+provision, none after down or reap (nor its row in the VM list, ssh_config or the journalled
+limits), and a journal that never says Done (or Ready) while something else exists. See
+tests/crashpoints/harness.py.
 
 Default: on each cloud, one point per class of consecutive points that leave the same durable
 state (a kill at any of them leaves the next run the same facts), the first of each class; the

@@ -89,8 +89,8 @@ removed:
   description:
     - The VMs torn down, each with C(name), C(cloud), C(region), C(instance_id), C(reason), C(saved_per_hour) (USD;
       0 for one that no longer bills, null where unknown), C(expired) (it stopped itself), C(targets) and
-      C(cleared) (V(true): it was torn down already, by a C(down) or reap killed before it cleared the journal, and
-      only the journal's rows of it were removed; its line says CLEARED).
+      C(cleared) (V(true) when it was torn down already, by a C(down) or reap killed before it cleared the journal,
+      and only the journal's rows of it were removed; its line then says CLEARED).
   returned: always
   type: list
   elements: dict

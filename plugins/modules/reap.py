@@ -20,6 +20,9 @@ description:
     lease and through the teardown machine, so a reap killed half-way is resumed by the next C(reap) or C(down).
   - A VM past its deadline that its cloud shows stopped (on V(docker), exited) stopped itself; it is reaped as
     C(expired (stopped itself)), never counted as a leak.
+  - A VM whose teardown (a C(down) or reap) was killed half-way, or ended leaving resources that may bill, is reaped
+    whatever its deadline by resuming or retrying that teardown; one torn down already whose rows the journal
+    still lists is cleared from it.
 requirements:
   - boto3 (C(requirements/aws.txt)), for VMs on V(aws)
   - google-cloud-compute (C(requirements/gcp.txt)), for VMs on V(gcp)
@@ -86,7 +89,9 @@ removed:
   description:
     - The VMs torn down, each with C(name), C(cloud), C(region), C(instance_id), C(reason), C(saved_per_hour) (USD;
       0 for one that no longer bills, null where unknown), C(expired) (it stopped itself), C(billing) (with
-      C(expired), what its power-off did to its bill, from its cloud's documentation) and C(targets).
+      C(expired), what its power-off did to its bill, from its cloud's documentation), C(targets) and
+      C(cleared) (V(true) when it was torn down already, by a C(down) or reap killed before it cleared the journal,
+      and only the journal's rows of it were removed; its line then says CLEARED).
   returned: always
   type: list
   elements: dict

@@ -1,12 +1,13 @@
 """The crash-point harness: SIGKILL the real ``ansible-playbook`` at every crash point of
-``provision`` and ``down``, then check that what exists and what the journal says agree.
+``provision``, ``down`` and ``reap``, then check that what exists and what the journal says agree.
 
 How it works:
-  1. A trace run of ``provision`` and of ``down``, with the test-only callback
+  1. A trace run of ``provision``, of ``down`` and (after a provision with a ttl that has
+     passed) of ``reap -e delete=true``, with the test-only callback
      ``callback/gpuprov_crashpoint.py`` loaded, records the ordered list of points reached:
-     every journal commit (before/after), every provider primitive (before/after), and
-     every step inside the adapter's create/delete, each with a fingerprint of the durable
-     state at that point.
+     every journal commit (before/after; the limits and VM-list writes too), every provider
+     primitive (before/after), and every step inside the adapter's create/delete, each with a
+     fingerprint of the durable state at that point.
   2. For each point (``jobs()`` at once, each on its own VM name in one state directory):
      run the phase with the callback set to kill the controller (ansible-playbook and its
      worker) at that point, re-run the phase at once, as a user would, and check:
@@ -15,6 +16,14 @@ How it works:
                   zero and says Done;
        down:      (after one provision run over all the points' VMs) the re-run of down
                   leaves zero and says Done;
+       reap:      (after one provision run over all the points' VMs with ``ttl=REAP_TTL``,
+                  once each VM's journalled deadline has passed) the re-run of ``reap -e
+                  delete=true -e vm=<vm>`` leaves zero, says Done, and the VM's limits are
+                  gone from the journal (its ``vm_limits`` row) as it is from the VM list.
+                  On docker the VM's watchdog powers its container off at the deadline plus
+                  its grace: a reap finds it running or exited, and must converge either way,
+                  so every other point's container is powered off first as the watchdog does
+                  (``Cloud.power_off``): both are checked whatever the timing;
        always:    (c) the journal never says Done while anything exists, nor Ready unless
                   exactly the journalled instance exists; after a successful down the VM is
                   gone from the journal's VM list (what the inventory lists) and ssh_config.
@@ -60,7 +69,10 @@ COLLECTIONS = REPO / "build" / "collections"
 CALLBACK_DIR = pathlib.Path(__file__).resolve().parent / "callback"
 CALLBACK_NAME = "gpuprov_crashpoint"
 BIN = pathlib.Path(sys.executable).parent
-PHASES = ("provision", "down")
+PHASES = ("provision", "down", "reap")
+# The arguments each phase's runs take besides the VM; reap's setup provisions with REAP_TTL.
+PHASE_ARGS = {"reap": ["-e", "delete=true"]}
+REAP_TTL = "1s"
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -137,17 +149,18 @@ class Sandbox:
         return self.home / "journal.sqlite"
 
     def playbook(self, playbook: str, vm: str, crash: Optional[str] = None, trace: Optional[Dict[str, str]] = None,
-                 timeout: float = 300) -> Tuple[Run, Optional[pathlib.Path]]:
-        """Run ``gpuprov.cloud.<playbook>`` for ``vm``. With ``crash`` (a point name) or ``trace``
-        (the environment that fingerprints each point) the crash-point callback is loaded; its
-        folder is returned with the run."""
+                 timeout: float = 300, extra: Optional[List[str]] = None) -> Tuple[Run, Optional[pathlib.Path]]:
+        """Run ``gpuprov.cloud.<playbook>`` for ``vm`` (with the phase's PHASE_ARGS, or ``extra``). With
+        ``crash`` (a point name) or ``trace`` (the environment that fingerprints each point) the
+        crash-point callback is loaded; its folder is returned with the run."""
         number = next(self._numbers)
         env = dict(self.env, **(trace or {}))
         points_dir = None
         if crash or trace is not None:
             points_dir = self.home.parent / ("points-%d-%s" % (number, playbook))
             env.update(crash_env(crash or "", points_dir, env))
-        command = [str(BIN / "ansible-playbook"), "gpuprov.cloud.%s" % playbook] + vm_args(vm) + self.cloud_args
+        command = [str(BIN / "ansible-playbook"), "gpuprov.cloud.%s" % playbook] + vm_args(vm) + self.cloud_args + (
+            PHASE_ARGS.get(playbook, []) if extra is None else extra)
         run = run_command(command, env, str(self.home), timeout)
         log = self.home.parent / ("%d-%s%s.log" % (number, playbook, "-crash" if crash else ""))
         log.write_text("$ %s\n# crash point: %s\n# rc %s, %.1f s\n%s" % (
@@ -156,13 +169,13 @@ class Sandbox:
             run.killed_at = killed_at(points_dir)
         return run, points_dir
 
-    def fleet(self, playbook: str, vms: List[str], timeout: float = 600) -> "FleetRun":
-        """One run of ``gpuprov.cloud.<playbook>`` over an inventory of ``vms`` (all at once)."""
+    def fleet(self, playbook: str, vms: List[str], timeout: float = 600, extra: Optional[List[str]] = None) -> "FleetRun":
+        """One run of ``gpuprov.cloud.<playbook>`` over an inventory of ``vms`` (all at once), with ``extra``."""
         number = next(self._numbers)
         inventory = self.home.parent / ("fleet-%d.yml" % number)
         inventory.write_text("gpuprov_vms:\n  hosts:\n%s" % "".join("    %s:\n" % vm for vm in vms))
         command = [str(BIN / "ansible-playbook"), "gpuprov.cloud.%s" % playbook, "-i", str(inventory),
-                   "--forks", str(max(1, min(len(vms), 30)))] + self.cloud_args
+                   "--forks", str(max(1, min(len(vms), 30)))] + self.cloud_args + list(extra or [])
         run = run_command(command, dict(self.env), str(self.home), timeout)
         log = self.home.parent / ("%d-%s-fleet.log" % (number, playbook))
         log.write_text("$ %s\n# rc %s, %.1f s\n%s" % (" ".join(command), run.rc, run.seconds, run.out))
@@ -170,10 +183,11 @@ class Sandbox:
 
     # -- what the journal says --------------------------------------------------------
     def journal(self, vm: str) -> Dict[str, object]:
-        """The machine row of ``vm`` (kind, state kind, label, lease owner), the VM-list row,
-        and whether ssh_config names it. Read with plain SQL: nothing is written."""
+        """The machine row of ``vm`` (kind, state kind, label, lease owner), the VM-list row, its
+        limits (``limits_row``: the ``vm_limits`` row's instance and deadline, or None), and whether
+        ssh_config names it. Read with plain SQL: nothing is written."""
         found: Dict[str, object] = {"kind": None, "state": None, "label": None, "lease_owner": None,
-                                    "terminal": True, "vm_row": None, "instance_id": None}
+                                    "terminal": True, "vm_row": None, "instance_id": None, "limits_row": None}
         if self.journal_path.exists():
             db = sqlite3.connect(str(self.journal_path), timeout=30)
             try:
@@ -187,6 +201,11 @@ class Sandbox:
                 vm_row = db.execute("SELECT status FROM vms WHERE name = ?", (vm,)).fetchone() \
                     if "vms" in tables else None   # a journal gets the VM list's table with its first row
                 found["vm_row"] = vm_row[0] if vm_row else None
+                limits = db.execute("SELECT instance_id, limits FROM vm_limits WHERE key = ?", (vm,)).fetchone() \
+                    if "vm_limits" in tables else None
+                if limits:
+                    found["limits_row"] = {"instance_id": limits[0],
+                                           "expires_at": json.loads(limits[1]).get("expires_at")}
             except sqlite3.OperationalError as exc:
                 found["error"] = str(exc)
             finally:
@@ -319,6 +338,11 @@ class Cloud:
     def remove_all(self, sandbox: Sandbox, vm: str) -> None:
         raise NotImplementedError
 
+    def power_off(self, sandbox: Sandbox, vm: str) -> bool:
+        """Power the VM off as its watchdog does at its deadline plus grace; False where no
+        watchdog runs (the local cloud's VMs have none)."""
+        return False
+
 
 class LocalCloud(Cloud):
     name = "local"
@@ -390,12 +414,19 @@ class DockerCloud(Cloud):
             except Exception:  # already gone (NotFound) or being removed: nothing left to do
                 pass
 
+    def power_off(self, sandbox: Sandbox, vm: str) -> bool:
+        # The watchdog's power-off is `kill -TERM 1` in the container: its init ends and it exits.
+        for container in self._containers(vm):
+            container.kill(signal="SIGTERM")
+            container.wait(timeout=60)
+        return True
+
 
 # --- points --------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    phase: str       # provision | down
+    phase: str       # provision | down | reap
     name: str        # "<label> #<n>"
     state: str       # the state last committed when it was reached
     world: str = ""  # fingerprint of the durable state at the point (trace runs)
@@ -423,12 +454,47 @@ def read_points(phase: str, folder: pathlib.Path) -> List[Point]:
     return found
 
 
+def wait_until(condition, what: str, limit_s: float) -> Optional[str]:
+    """Poll ``condition`` until it holds; None then, else (after ``limit_s``, which only keeps a
+    broken run from hanging) the problem, naming ``what``."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return "gave up after %.0f s waiting for %s" % (limit_s, what)
+        time.sleep(0.1)
+    return None
+
+
+def _deadlines_passed(sandbox: Sandbox, vms: List[str]) -> bool:
+    for vm in vms:
+        limits = sandbox.journal(vm)["limits_row"]
+        if not isinstance(limits, dict) or limits["expires_at"] is None or time.time() < limits["expires_at"]:
+            return False
+    return True
+
+
+def provision_expired(sandbox: Sandbox, vms: List[str]) -> Tuple["FleetRun", Optional[str]]:
+    """reap's setup: one provision run over ``vms`` with ``ttl=REAP_TTL``, then a wait until the
+    journalled deadline of each VM it brought up has passed (reap reads the journal's clock, this
+    machine's). Returns the run and the problem if a deadline never passed (or was never journalled)."""
+    run = sandbox.fleet("provision", vms, extra=["-e", "ttl=%s" % REAP_TTL])
+    up = [vm for vm in vms if vm not in run.failed]
+    return run, wait_until(lambda: _deadlines_passed(sandbox, up), "the journalled deadlines of %s to pass"
+                           % ", ".join(up), limit_s=60)
+
+
 def trace(cloud: Cloud, sandbox: Sandbox, vm: str) -> Tuple[Dict[str, List[Point]], List[str]]:
-    """The points of a clean provision and a clean down, in order; problems if the clean runs fail."""
+    """The points of a clean provision, a clean down and a clean reap (of the VM provisioned again,
+    its ttl passed), in order; problems if the clean runs fail."""
     points: Dict[str, List[Point]] = {}
     problems = []
     try:
         for phase in PHASES:
+            if phase == "reap":
+                setup, waited = provision_expired(sandbox, [vm])
+                if vm in setup.failed or waited:
+                    problems.append("reap's setup failed: %s" % (setup.failed.get(vm) or waited))
+                    continue
             run, folder = sandbox.playbook(phase, vm, trace=cloud.watch(sandbox, vm))
             if not run.ok:
                 problems.append("the clean %s run failed (rc %s): %s" % (phase, run.rc, run.tail()))
@@ -436,8 +502,12 @@ def trace(cloud: Cloud, sandbox: Sandbox, vm: str) -> Tuple[Dict[str, List[Point
             if not points[phase]:
                 problems.append("the %s trace recorded no points: is the callback loaded?\n%s"
                                 % (phase, run.tail()))
-        if cloud.instances(sandbox, vm):
-            problems.append("the clean down left %s" % cloud.instances(sandbox, vm))
+            if phase != "provision":
+                row = sandbox.journal(vm)
+                if cloud.instances(sandbox, vm) or row["state"] != "Done" or row["limits_row"] is not None:
+                    problems.append("the clean %s left %s, the journal saying %s%s" % (
+                        phase, cloud.instances(sandbox, vm), row["label"],
+                        " and still holding its limits" if row["limits_row"] is not None else ""))
     finally:
         cloud.remove_all(sandbox, vm)
     return points, problems
@@ -483,6 +553,7 @@ class Outcome:
     vm: str
     status: str = "ok"                    # ok | FAIL
     symptoms: List[str] = dataclasses.field(default_factory=list)
+    context: str = ""                     # how its setup differed, for the failure list ("powered off first")
 
     def fail(self, symptom: str) -> None:
         self.status = "FAIL"
@@ -561,6 +632,8 @@ def _after_down(outcome: Outcome, cloud: Cloud, sandbox: Sandbox, run: "FleetRun
         outcome.fail("%s succeeded but the journal's VM list still has it (%s)" % (what, row["vm_row"]))
     if row["in_ssh_config"]:
         outcome.fail("%s succeeded but ssh_config still has Host %s" % (what, outcome.vm))
+    if row["limits_row"] is not None:
+        outcome.fail("%s succeeded but the journal still has its limits (vm_limits: %s)" % (what, row["limits_row"]))
 
 
 def _provision_point(outcome: Outcome, cloud: Cloud, sandbox: Sandbox) -> None:
@@ -573,6 +646,20 @@ def _down_point(outcome: Outcome, cloud: Cloud, sandbox: Sandbox) -> None:
     _crash(outcome, cloud, sandbox, "down")
     run, _folder = sandbox.playbook("down", outcome.vm)
     _after_down(outcome, cloud, sandbox, FleetRun(run, [outcome.vm]), "the re-run of down", had_vm=True)
+
+
+def _reap_point(outcome: Outcome, cloud: Cloud, sandbox: Sandbox) -> None:
+    _crash(outcome, cloud, sandbox, "reap")
+    run, _folder = sandbox.playbook("reap", outcome.vm)   # reap -e delete=true -e vm=<vm>, at once
+    _after_down(outcome, cloud, sandbox, _localhost_run(run, outcome.vm), "the re-run of reap", had_vm=True)
+
+
+def _localhost_run(run: Run, vm: str) -> "FleetRun":
+    """A run whose play is on localhost (reap) as the FleetRun of ``vm``: the VM failed if the run did."""
+    found = FleetRun(run, [])
+    if not run.ok:
+        found.failed[vm] = "rc %s: %s" % (run.rc, run.failure())
+    return found
 
 
 def _each(function, outcomes: List[Outcome], *args) -> None:
@@ -593,10 +680,21 @@ def check_phase(cloud: Cloud, phase: str, points: List[Point], sandbox: Sandbox,
 
     Per point, the killed run and the re-run that follows it at once are separate
     ansible-playbook processes (``jobs()`` points at once). The runs that only set up or
-    finish (the provision before a killed down, the down after a re-run of provision) are
-    one playbook run over all the points' VMs."""
+    finish (the provision before a killed down or reap, the down after a re-run of
+    provision) are one playbook run over all the points' VMs."""
     outcomes = [Outcome(p, cloud.name, "%s-%s%03d" % (prefix, phase[0], i)) for i, p in enumerate(points)]
     if not outcomes:
+        return outcomes
+    if phase == "reap":
+        setup, waited = provision_expired(sandbox, [o.vm for o in outcomes])
+        for index, outcome in enumerate(outcomes):
+            found = cloud.instances(sandbox, outcome.vm)
+            if outcome.vm in setup.failed or len(found) != 1 or waited:
+                outcome.fail("setup: the clean provision with ttl=%s failed (%d instances): %s"
+                             % (REAP_TTL, len(found), setup.failed.get(outcome.vm) or waited))
+            elif index % 2 and cloud.power_off(sandbox, outcome.vm):
+                outcome.context = "powered off first, as its watchdog does"   # as it would have, were the run slower
+        _each(_reap_point, [o for o in outcomes if o.status == "ok"], cloud, sandbox)
         return outcomes
     if phase == "provision":
         _each(_provision_point, outcomes, cloud, sandbox)
@@ -615,12 +713,18 @@ def check_phase(cloud: Cloud, phase: str, points: List[Point], sandbox: Sandbox,
     return outcomes
 
 
-def run_matrix(cloud: Cloud, points: Dict[str, List[Point]], sandbox: Sandbox, prefix: str) -> List[Outcome]:
+def run_matrix(cloud: Cloud, points: Dict[str, List[Point]], sandbox: Sandbox, prefix: str,
+               seconds: Optional[Dict[str, float]] = None) -> List[Outcome]:
+    """Every phase's points checked; ``seconds`` (if given) receives each phase's wall time, its setup and
+    finishing runs included (the report shows them: the matrix runs in ``make test``)."""
     outcomes: List[Outcome] = []
     try:
         with late_reaping():
             for phase in PHASES:
+                started = time.monotonic()
                 outcomes += check_phase(cloud, phase, points.get(phase, []), sandbox, prefix)
+                if seconds is not None:
+                    seconds[phase] = time.monotonic() - started
     finally:
         for outcome in outcomes:
             cloud.remove_all(sandbox, outcome.vm)
@@ -644,7 +748,8 @@ def render(results: Dict[str, Dict[str, object]]) -> str:
     """The matrix: one row per (phase, point), one column per cloud, then the totals and every
     failing point with its symptoms.
 
-    ``results``: cloud -> {"points": {phase: [Point]}, "outcomes": [Outcome], "mode": str, "seconds": float}"""
+    ``results``: cloud -> {"points": {phase: [Point]}, "outcomes": [Outcome], "mode": str, "seconds": float,
+    optionally "phase_seconds": {phase: float}}"""
     clouds = sorted(results)
     rows: List[Tuple[str, str]] = []
     cells: Dict[Tuple[str, str, str], str] = {}
@@ -685,19 +790,25 @@ def render(results: Dict[str, Dict[str, object]]) -> str:
         lines.append("totals %-7s (%s, %.0f s): %d points traced, %d killed and checked: %d ok, %d FAIL"
                      % (cloud, result["mode"], result["seconds"], counts["traced"], counts["checked"],
                         counts["ok"], counts["FAIL"]))
+        phases = result.get("phase_seconds") or {}
+        if phases:
+            checked = {phase: len([o for o in result["outcomes"] if o.point.phase == phase]) for phase in PHASES}
+            lines.append("       %-7s by phase: %s (the rest: the traces)" % ("", ", ".join(
+                "%s %d checked in %.0f s" % (phase, checked[phase], phases[phase]) for phase in PHASES if phase in phases)))
     failing = [o for cloud in clouds for o in results[cloud]["outcomes"] if o.status == "FAIL"]
     if failing:
         lines.append("")
         lines.append("failing points:")
         for outcome in failing:
-            lines.append("  %s %s %s (VM %s):" % (outcome.cloud, outcome.point.phase, outcome.point.name, outcome.vm))
+            lines.append("  %s %s %s (VM %s%s):" % (outcome.cloud, outcome.point.phase, outcome.point.name, outcome.vm,
+                                                    ", " + outcome.context if outcome.context else ""))
             lines.extend("      %s" % s for s in outcome.symptoms)
     return "\n".join(lines)
 
 
 def to_json(results: Dict[str, Dict[str, object]]) -> str:
     """The results as JSON (the points with their fingerprints, the outcomes with their symptoms)."""
-    return json.dumps({cloud: {"mode": r["mode"], "seconds": r["seconds"],
+    return json.dumps({cloud: {"mode": r["mode"], "seconds": r["seconds"], "phase_seconds": r.get("phase_seconds"),
                                "points": {ph: [dataclasses.asdict(p) for p in pts] for ph, pts in r["points"].items()},
                                "outcomes": [dict(dataclasses.asdict(o), point=dataclasses.asdict(o.point))
                                             for o in r["outcomes"]]}

@@ -1,7 +1,9 @@
-"""The crash matrix: SIGKILL the real ansible-playbook at every crash point of provision and
-down, on the local cloud (real sshd) and the docker cloud (real engine), and check after each
-kill that a re-run converges: exactly one VM after provision, none after down, and a journal
-that never says Done (or Ready) while something else exists. See tests/crashpoints/harness.py.
+"""The crash matrix: SIGKILL the real ansible-playbook at every crash point of provision, down
+and reap (-e delete=true, of a VM past its ttl), on the local cloud (real sshd) and the docker
+cloud (real engine), and check after each kill that a re-run converges: exactly one VM after
+provision, none after down or reap (nor its row in the VM list, ssh_config or the journalled
+limits), and a journal that never says Done (or Ready) while something else exists. See
+tests/crashpoints/harness.py.
 
 Default: on each cloud, one point per class of consecutive points that leave the same durable
 state (a kill at any of them leaves the next run the same facts), the first of each class; the
@@ -38,15 +40,16 @@ def combined_report(tmp_path_factory):
 def _matrix(cloud: harness.Cloud, tmp_path, prefix: str, mode: str) -> None:
     started = time.monotonic()
     sandbox = harness.Sandbox(tmp_path / "sandbox", cloud.args())
+    phase_seconds = {}
     try:
         points, problems = harness.trace(cloud, sandbox, prefix + "-trace")
         assert not problems, "\n".join(problems)
         chosen = {phase: harness.select(points[phase], mode) for phase in harness.PHASES}
-        outcomes = harness.run_matrix(cloud, chosen, sandbox, prefix)
+        outcomes = harness.run_matrix(cloud, chosen, sandbox, prefix, seconds=phase_seconds)
     finally:
         sandbox.close()
     RESULTS[cloud.name] = {"points": points, "outcomes": outcomes, "mode": mode,
-                           "seconds": time.monotonic() - started}
+                           "seconds": time.monotonic() - started, "phase_seconds": phase_seconds}
     (tmp_path / "crash-matrix.json").write_text(harness.to_json({cloud.name: RESULTS[cloud.name]}))
     text = harness.render({cloud.name: RESULTS[cloud.name]})
     (tmp_path / "crash-matrix.txt").write_text(text + "\n")
@@ -55,7 +58,8 @@ def _matrix(cloud: harness.Cloud, tmp_path, prefix: str, mode: str) -> None:
     failing = [o for o in outcomes if o.status == "FAIL"]
     assert not failing, "%d of %d crash points fail on %s:\n%s" % (
         len(failing), len(outcomes), cloud.name, "\n".join(
-            "%s %s (VM %s): %s" % (o.point.phase, o.point.name, o.vm, "; ".join(o.symptoms)) for o in failing))
+            "%s %s (VM %s%s): %s" % (o.point.phase, o.point.name, o.vm, ", " + o.context if o.context else "",
+                                     "; ".join(o.symptoms)) for o in failing))
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.decide import (
-    ABSENT, EXPIRED, KEEP, LEAKED, READY, REAP, RUNNING, STOPPED, WARN, IdleProbe, ReapDecision, VmFacts, idle_verdict,
+    ABSENT, EXPIRED, KEEP, LEAKED, READY, REAP, RUNNING, STOPPED, TEARDOWN_LEAKED, TEARDOWN_UNDER_WAY, TORN_DOWN, WARN,
+    IdleProbe, ReapDecision, VmFacts, idle_verdict,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import Status
@@ -126,6 +127,32 @@ def test_gone_before_its_deadline_is_kept_for_status_and_down():
         KEEP, "gone from the cloud before its deadline: status reports it, down removes what remains", 0.0)
 
 
+# --- a teardown of it in the journal ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("limits", [{}, {"expires_at": UP + 100 * HOUR}, {"expires_at": UP}])
+def test_an_interrupted_teardown_is_resumed_whatever_the_deadline_saving_its_price(limits):
+    found = decide.decide(facts(state=TEARDOWN_UNDER_WAY, observed=None, **limits), UP + HOUR)
+    assert found == ReapDecision(REAP, "its teardown was interrupted: resumes it", 2.0)
+    assert found.expired is False          # down or a reap asked for it: it did not end itself
+
+
+def test_a_teardown_that_left_resources_is_retried_saving_what_they_may_bill():
+    found = decide.decide(facts(state=TEARDOWN_LEAKED, observed=None, price=None, expires_at=UP + 5 * HOUR), UP)
+    assert found == ReapDecision(REAP, "its last teardown left resources that may bill: retries it", None)
+
+
+def test_a_vm_torn_down_already_is_cleared_from_the_journal_saving_nothing():
+    for observed in (None, RUNNING, ABSENT):   # the teardown's Done is the fact; nobody needs to look again
+        found = decide.decide(facts(state=TORN_DOWN, observed=observed, expires_at=UP + HOUR), UP)
+        assert found == ReapDecision(REAP, "torn down already: clears what the journal still lists", 0.0)
+
+
+def test_the_teardown_labels_are_not_the_machines_state_names():
+    # A teardown's Leaked must never read as the launch's Leaked (kept before its deadline), nor Done as "not up".
+    assert not set(decide.TEARDOWN_STATES) & {READY, LEAKED, EXPIRED, "Done", "Requesting", "AwaitingGone",
+                                              "CleaningUp", "DeletionRequested"}
+
+
 # --- not up ------------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("state", ["Aborted", "Done", "Creating", "Searching", ""])
@@ -136,7 +163,7 @@ def test_a_vm_that_is_not_up_is_never_reaped(state):
 
 def test_every_action_is_one_of_the_three():
     seen = set()
-    for state in (READY, LEAKED, EXPIRED, "Aborted"):
+    for state in (READY, LEAKED, EXPIRED, "Aborted") + decide.TEARDOWN_STATES:
         for observed in (RUNNING, STOPPED, ABSENT, None):
             for limits in ({}, {"expires_at": UP + HOUR}, {"idle_stop_s": 600}, {"max_spend_usd": 1.0}):
                 for now in (UP, UP + HOUR - 60, UP + 2 * HOUR):

@@ -9,6 +9,9 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls, projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap, store, vm_task
+from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import read_status
@@ -109,3 +112,109 @@ def test_a_cloud_that_cannot_be_asked_leaves_the_vm_taken_as_billing(tmp_path, c
     assert entry["saved_per_hour"] == 3.5 and entry["error"] == "lease held"
     [params] = failed
     assert (params["name"], params["state"], params["clouds"]) == ("vm1", "absent", ["local"])
+
+
+# --- a teardown killed half-way, or after Done: the next reap finishes it (issue 27) ----------------------------------
+
+LOCAL = {"cloud": "local", "region": "local", "zone": None}
+
+
+def _torn(journal, state, instance_id="i-1", price=3.5):
+    """Row "vm1" as down (or a reap) leaves it killed at ``state`` (a teardown state), with the limits it had."""
+    journal.acquire("vm1", "test", 60)
+    journal.begin("vm1", ts.TEARDOWN_KIND, state.to_dict(), state.kind, isinstance(state, ts.TERMINAL), owner="test",
+                  ttl=60, expected_version=None)
+    journal.release("vm1", "test")
+    store.write(journal, store.StoredLimits(key="vm1", instance_id=instance_id, limits=Limits(expires_at=10 ** 10),
+                                            up_since=900.0, price_per_hour=price))
+
+
+def _teardown_state(cls, ids=("i-1",)):
+    return cls("vm1", [ts.target(LOCAL, list(ids))], "down requested")
+
+
+def _never_observed(vm, options, journal_id):
+    raise AssertionError("a teardown's VM is not observed by reap: its machine observes when resumed")
+
+
+@pytest.mark.parametrize("cls, reason, saved", [
+    (ts.Requesting, "its teardown was interrupted: resumes it", 3.5),
+    (ts.AwaitingGone, "its teardown was interrupted: resumes it", 3.5),
+    (ts.CleaningUp, "its teardown was interrupted: resumes it", 3.5),
+    (ts.Leaked, "its last teardown left resources that may bill: retries it", 3.5),
+    (ts.Done, "torn down already: clears what the journal still lists", 0.0),
+])
+def test_a_teardown_left_half_way_is_listed_to_reap_before_its_deadline(tmp_path, clock, cls, reason, saved):
+    journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
+    _torn(journal, _teardown_state(cls))
+    result = reap.reap(journal, dict(REAP), delete=False, observe=_never_observed)
+    journal.close()
+    [entry] = result["would_remove"]
+    assert (entry["name"], entry["cloud"], entry["region"], entry["instance_id"]) == ("vm1", "local", "local", "i-1")
+    assert (entry["reason"], entry["saved_per_hour"], entry["expired"]) == (reason, saved, False)
+    assert result["kept"] == [] and result["would_save_per_hour"] == saved
+    assert reap.lines(result) == ["WOULD REAP vm1 (local/local i-1): %s; saves $%s/h" % (reason, saved if saved else 0)]
+
+
+def test_a_teardown_of_another_instance_or_another_machine_is_left_alone(tmp_path, clock):
+    journal = Journal(str(tmp_path / "journal.sqlite"), clock=clock)
+    _torn(journal, _teardown_state(ts.Requesting, ids=["i-other"]))
+    assert reap.reap(journal, dict(REAP), delete=False, observe=_never_observed)["would_remove"] == []
+    journal.close()
+    swept = Journal(str(tmp_path / "swept.sqlite"), clock=clock)
+    swept.acquire("vm1", "test", 60)
+    swept.begin("vm1", ts.SWEEP_TEARDOWN_KIND, _teardown_state(ts.Requesting).to_dict(), "Requesting", False,
+                owner="test", ttl=60, expected_version=None)
+    swept.release("vm1", "test")
+    store.write(swept, store.StoredLimits(key="vm1", instance_id="i-1", limits=Limits(expires_at=1), up_since=900.0,
+                                          price_per_hour=1.0))
+    found = reap.reap(swept, dict(REAP), delete=False, observe=_never_observed)
+    swept.close()
+    assert found["would_remove"] == [] and found["kept"] == []   # the sweep's own teardown, not reap's to resume
+
+
+@pytest.mark.parametrize("cls, cleared", [(ts.AwaitingGone, False), (ts.Done, True)])
+def test_deleting_resumes_as_down_and_a_vm_torn_down_already_is_cleared_never_said_reaped(tmp_path, clock, cls,
+                                                                                          cleared):
+    path = str(tmp_path / "journal.sqlite")
+    journal = Journal(path, clock=clock)
+    _torn(journal, _teardown_state(cls))
+    journal.close()
+    asked = []
+    result = reap.run_task(dict(REAP, delete=True, journal=path), check_mode=False, observe=_never_observed,
+                           teardown=lambda params: asked.append(params) or {"targets": []})
+    [params] = asked
+    assert (params["name"], params["state"], params["clouds"]) == ("vm1", "absent", ["local"])
+    [entry] = result["removed"]
+    assert entry["cleared"] is cleared and result["changed"] is True
+    if cleared:
+        assert result["lines"] == ["CLEARED vm1 (local/local i-1): torn down already: clears what the journal "
+                                   "still lists; saves $0/h"]
+        assert result["msg"] == "cleared from the journal 1 VM torn down already" and result["saved_per_hour"] == 0.0
+    else:
+        assert result["lines"] == ["REAPED vm1 (local/local i-1): its teardown was interrupted: resumes it; "
+                                   "saves $3.5/h"]
+        assert result["msg"] == "reaped 1 VM, saving $3.5/h"
+
+
+@pytest.mark.parametrize("cls", [ts.Requesting, ts.CleaningUp, ts.Done])
+def test_the_next_reap_finishes_a_teardown_killed_half_way_and_clears_the_vms_rows(home, cls):
+    """Through the real down (the vm service, the local cloud): killed in ``cls`` with its limits and its VM-list
+    row still journalled, one reap -e delete=true leaves the teardown Done and neither row."""
+    journal = projection.open_journal(str(home / "journal.sqlite"))
+    try:
+        _torn(journal, _teardown_state(cls))
+        projection.upsert_vm(journal, "vm1", cloud="local", region="local", instance_id="i-1", status="running")
+    finally:
+        journal.close()
+    result = reap.run_task(dict(REAP, delete=True, name="vm1"), check_mode=False)
+    assert not result.get("failed") and [e["name"] for e in result["removed"]] == ["vm1"], result
+    assert result["removed"][0]["cleared"] is (cls is ts.Done)
+    journal = projection.open_journal(str(home / "journal.sqlite"))
+    try:
+        assert journal.load("vm1").state["kind"] == "Done"
+        assert store.read(journal, "vm1") is None and projection.vm(journal, "vm1") is None
+    finally:
+        journal.close()
+    again = reap.run_task(dict(REAP, delete=True), check_mode=False)
+    assert again["msg"] == "nothing to reap" and again["changed"] is False

@@ -9,12 +9,17 @@
 
 The rules, in order:
 
-1. A VM whose journal is not up (a launch in progress, aborted, torn down) is kept: nothing to reap.
-2. Gone from the cloud: past its deadline (or journalled Expired) it is reaped, which removes what remains
+1. A VM whose limits are journalled and whose journal row is a teardown of its instance (``down``'s or a reap's
+   teardown machine) is reaped whatever its deadline, since someone already asked for it to go: a teardown that
+   did not end (a run killed half-way) is resumed, saving its price per hour; one that ended Leaked is retried
+   (what it left may bill); one that ended Done is "torn down already", and reaping it only clears what the journal
+   still lists of it (its ``vms`` row and limits), saving nothing.
+2. Any other VM whose journal is not up (a launch in progress, Aborted) is kept: nothing to reap.
+3. Gone from the cloud: past its deadline (or journalled Expired) it is reaped, which removes what remains
    (disks, firewall rules) and saves nothing per hour; before its deadline it is kept for ``status`` and ``down``.
-3. Stopped: past its deadline, journalled Expired, or with an ``idle_stop`` set, it stopped itself: reaped as
+4. Stopped: past its deadline, journalled Expired, or with an ``idle_stop`` set, it stopped itself: reaped as
    "expired (stopped itself)", never counted as a leak. Stopped for no reason of its limits: kept as it is.
-4. Otherwise (running, booting, or not looked at: as billing as running): past the effective deadline (the
+5. Otherwise (running, booting, or not looked at: as billing as running): past the effective deadline (the
    earlier of the expiry and the spend cap) it is reaped; within ``WARN_WITHIN_S`` of it, warned about; else kept.
 
 Nothing here reads a clock or a cloud: ``now`` and the observation are arguments.
@@ -36,11 +41,17 @@ ACTIONS = (KEEP, WARN, REAP)
 # provision, status and health warn about a VM this close to its deadline.
 WARN_WITHIN_S = 3600
 
-# The journalled state labels the table knows; any other (a launch under way, Aborted, Done) is "not up".
+# The journalled state labels the table knows; any other (a launch under way, Aborted) is "not up".
 READY = "Ready"
 LEAKED = "Leaked"
 EXPIRED = "Expired"          # the journal already recorded that the VM stopped itself
 UP_STATES = (READY, LEAKED, EXPIRED)
+# A teardown of the VM's instance (down's or reap's machine), as reap labels its row: not the machine's own state
+# names, since the teardown's Leaked is not the launch's (rule 1).
+TEARDOWN_UNDER_WAY = "teardown under way"     # Requesting, AwaitingGone, CleaningUp: a run stopped half-way
+TEARDOWN_LEAKED = "teardown leaked"           # it gave up: what it names may bill
+TORN_DOWN = "torn down"                       # Done, while the journal still lists the VM
+TEARDOWN_STATES = (TEARDOWN_UNDER_WAY, TEARDOWN_LEAKED, TORN_DOWN)
 
 # What the cloud last said about the instance: the values of providers.base.Status, plus ABSENT for "not there".
 # (Spelt out here, not imported: the test pins them to Status, and this module stays free of the contract.)
@@ -62,9 +73,9 @@ STOP = "stop"
 class VmFacts:
     """What the journal says of one VM, plus the cloud's last observation of it.
 
-    ``state``: the journalled label (READY, LEAKED, EXPIRED, or another). ``up_since``: epoch seconds it came up.
-    ``price_per_hour``: the offer's journalled USD price (None: the cloud gives none). ``observed``: a Status value,
-    ABSENT, or None when nobody looked. ``stopped_price_per_hour``: what it bills while stopped, where the cloud
+    ``state``: the journalled label (READY, LEAKED, EXPIRED, one of TEARDOWN_STATES, or another). ``up_since``:
+    epoch seconds it came up. ``price_per_hour``: the offer's journalled USD price (None: the cloud gives none).
+    ``observed``: a Status value, ABSENT, or None when nobody looked. ``stopped_price_per_hour``: what it bills while stopped, where the cloud
     says (Prime Intellect's stoppedPriceHr), else None."""
 
     state: str
@@ -137,8 +148,19 @@ def _billing(facts: VmFacts, found: Optional[Tuple[int, str]], now: float) -> Re
     return ReapDecision(action, "%s%s %s" % (leaked, what, _when(when, now)), facts.price_per_hour)
 
 
+def _teardown(facts: VmFacts) -> ReapDecision:
+    # Rule 1: the deadline no longer matters, the teardown was asked for already.
+    if facts.state == TORN_DOWN:
+        return ReapDecision(REAP, "torn down already: clears what the journal still lists", 0.0)
+    if facts.state == TEARDOWN_LEAKED:
+        return ReapDecision(REAP, "its last teardown left resources that may bill: retries it", facts.price_per_hour)
+    return ReapDecision(REAP, "its teardown was interrupted: resumes it", facts.price_per_hour)
+
+
 def decide(facts: VmFacts, now: float) -> ReapDecision:
     """The reap decision for one VM at ``now`` (the rules in this module's docstring)."""
+    if facts.state in TEARDOWN_STATES:
+        return _teardown(facts)
     if facts.state not in UP_STATES:
         return ReapDecision(KEEP, "not up (journalled %s): nothing to reap" % (facts.state,), None)
     found = lim.deadline_and_cause(facts.limits, facts.up_since, facts.price_per_hour)

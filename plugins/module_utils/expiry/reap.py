@@ -8,6 +8,10 @@ For every VM whose limits are journalled (the ``vm_limits`` rows), what its clou
 tears it down: the vm service with ``state: absent``, under the name's lease, through the teardown machine, so a
 reap killed half-way is resumed by the next ``reap`` or ``down``. A VM past its deadline that its cloud shows
 stopped (or, on docker, exited: Failed) stopped itself: "expired (stopped itself)", never a leak.
+
+A VM whose limits are still journalled while its row is a teardown of its instance (a ``down`` or reap killed
+after its first teardown commit, or after Done but before the VM's rows were cleared) is reaped by resuming that
+teardown (decide.py's rule 1); one torn down already is only cleared from the journal, and said so (CLEARED).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from decimal import Decimal
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils import money
@@ -31,6 +35,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.state_dir import (
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_states as ls
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
+from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
 
 REAP_ARGUMENT_SPEC: Dict[str, Any] = group_argument_spec(
     delete=dict(type="bool", default=False),
@@ -81,6 +86,26 @@ def teardown_as_down(params: Dict[str, Any]) -> Dict[str, Any]:
     return result
 
 
+def teardown_of(stored: store.StoredLimits, state: Any) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """(decide.py's teardown label, the VM as reap lists it) when ``state``, the journalled state of a row of
+    down's (and reap's) teardown machine, tears down ``stored``'s instance: a target names it, or, for Done, the
+    teardown is of the same VM name (the row is the name's, so it is the last one made of it). None otherwise."""
+    if not isinstance(state, ts.TeardownFields):
+        return None
+    holding = [t for t in state.targets if stored.instance_id is not None and stored.instance_id in t["instance_ids"]]
+    if isinstance(state, ts.Done):
+        if state.vm_name != stored.key:
+            return None
+        label = dec.TORN_DOWN
+    elif not holding:
+        return None
+    else:
+        label = dec.TEARDOWN_LEAKED if isinstance(state, ts.Leaked) else dec.TEARDOWN_UNDER_WAY
+    where = holding or state.targets
+    return label, {"name": stored.key, "instance_id": stored.instance_id,
+                   "location": where[0]["location"] if where else None}
+
+
 def _cloud_options(params: Dict[str, Any], journalled: Dict[str, Dict[str, Any]], cloud: str) -> Dict[str, Any]:
     options = dict(journalled.get(cloud) or {})
     options.update({k: v for k, v in ((params.get("cloud_options") or {}).get(cloud) or {}).items() if v is not None})
@@ -89,13 +114,15 @@ def _cloud_options(params: Dict[str, Any], journalled: Dict[str, Dict[str, Any]]
     return options
 
 
-def vm_params(params: Dict[str, Any], name: str, cloud: str) -> Dict[str, Any]:
+def vm_params(params: Dict[str, Any], name: str, cloud: Optional[str]) -> Dict[str, Any]:
     """The vm task's parameters for ``down`` of ``name`` on ``cloud``: the reap task's shared options, the vm
     module's defaults for the rest."""
     from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.args import VM_ARGUMENT_SPEC
     vm = {key: spec.get("default") for key, spec in VM_ARGUMENT_SPEC.items()}
     vm.update({k: v for k, v in params.items() if k in VM_ARGUMENT_SPEC})
-    vm.update(name=name, state="absent", clouds=[cloud], cloud=None)
+    # No cloud: a Done teardown with no target left to name one; the vm task's default cloud serves (down only
+    # clears the journal's rows of it then).
+    vm.update(name=name, state="absent", clouds=[cloud] if cloud else None, cloud=None)
     return vm
 
 
@@ -116,8 +143,10 @@ def _total(entries: List[Dict[str, Any]]) -> float:
 def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer = observe_instance,
          teardown: Teardown = teardown_as_down, progress: Callable[[str], None] = lambda line: None) -> Dict[str, Any]:
     """Decide on every VM with journalled limits (``params['name']``: only those it names or matches as a shell
-    pattern); with ``delete``, tear down each to reap. The result's lists: ``removed`` / ``would_remove`` (each
-    with its reason and saved_per_hour), ``not_removed`` (a teardown that failed), ``warned`` and ``kept``."""
+    pattern); with ``delete``, tear down each to reap (or resume its teardown). The result's lists: ``removed`` /
+    ``would_remove`` (each with its reason and saved_per_hour; ``removed``'s also with ``cleared``: it was torn
+    down already and only the journal's rows of it went), ``not_removed`` (a teardown that failed), ``warned`` and
+    ``kept``."""
     pattern = params.get("name")
     decided = []
     for stored in store.read_all(journal):
@@ -128,10 +157,14 @@ def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer =
             state = ls.load_journalled(row.state, row.kind) if row is not None else None
         except ls.UnreadableState:
             continue   # not a launch this version can read: status reports it; reap leaves it alone
-        vm = ls.vm_record(state) or {}
-        if state is None or vm.get("instance_id") != stored.instance_id:
-            continue   # not this row's instance any more: a launch under way, or a VM torn down behind us
-        label = state.kind
+        tearing = teardown_of(stored, state) if row is not None and row.kind == ts.TEARDOWN_KIND else None
+        if tearing is not None:
+            label, vm = tearing    # the teardown machine looks at the cloud itself when resumed
+        else:
+            vm = ls.vm_record(state) or {}
+            if state is None or vm.get("instance_id") != stored.instance_id:
+                continue   # not this row's instance any more: a launch under way, or another machine's row
+            label = state.kind
         observed = None
         if label in dec.UP_STATES and vm.get("location"):
             options = _cloud_options(params, run_options.recorded(journal, stored.key), vm["location"]["cloud"])
@@ -140,11 +173,11 @@ def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer =
                             up_since=stored.up_since, observed=observed)
         decision = dec.decide(facts, float(journal.clock()))
         record_observation(journal, stored.key, observed, decision)
-        decided.append((stored.key, vm, decision))
+        decided.append((stored.key, vm, decision, label == dec.TORN_DOWN))
     removed: List[Dict[str, Any]] = []
     would: List[Dict[str, Any]] = []
     failed: List[Dict[str, Any]] = []
-    for name, vm, decision in decided:
+    for name, vm, decision, torn_down in decided:
         if decision.action != dec.REAP:
             continue
         entry = _entry(name, vm, decision)
@@ -157,10 +190,11 @@ def reap(journal: Any, params: Dict[str, Any], delete: bool, observe: Observer =
         if result.get("failed"):
             failed.append(dict(entry, error=result.get("msg")))
         else:
-            removed.append(dict(entry, targets=result.get("targets") or []))
+            # cleared: nothing was left to tear down, only the journal's rows of it went.
+            removed.append(dict(entry, targets=result.get("targets") or [], cleared=torn_down))
     return {"removed": removed, "would_remove": would, "not_removed": failed,
-            "warned": [_entry(n, vm, d) for n, vm, d in decided if d.action == dec.WARN],
-            "kept": [_entry(n, vm, d) for n, vm, d in decided if d.action == dec.KEEP],
+            "warned": [_entry(n, vm, d) for n, vm, d, _t in decided if d.action == dec.WARN],
+            "kept": [_entry(n, vm, d) for n, vm, d, _t in decided if d.action == dec.KEEP],
             "saved_per_hour": _total(removed), "would_save_per_hour": _total(would)}
 
 
@@ -168,8 +202,15 @@ def _message(result: Dict[str, Any], delete: bool) -> str:
     if delete:
         if not result["removed"] and not result["not_removed"]:
             return "nothing to reap"
-        count = len(result["removed"])
-        said = "reaped %d VM%s, saving %s" % (count, "" if count == 1 else "s", money.per_hour(result["saved_per_hour"]))
+        count = len([e for e in result["removed"] if not e.get("cleared")])
+        cleared = len(result["removed"]) - count
+        parts = []
+        if count or not cleared:
+            parts.append("reaped %d VM%s, saving %s" % (count, "" if count == 1 else "s",
+                                                        money.per_hour(result["saved_per_hour"])))
+        if cleared:
+            parts.append("cleared from the journal %d VM%s torn down already" % (cleared, "" if cleared == 1 else "s"))
+        said = "; ".join(parts)
         if result["not_removed"]:
             said += "; %d could not be torn down (re-run reap or down)" % len(result["not_removed"])
         return said
@@ -181,13 +222,15 @@ def _message(result: Dict[str, Any], delete: bool) -> str:
 
 
 def lines(result: Dict[str, Any]) -> List[str]:
-    """One line per VM removed, to remove or failed, for people."""
+    """One line per VM removed, to remove or failed, for people. A VM torn down already, whose rows alone were
+    cleared, is CLEARED, not REAPED: nothing of it was removed from its cloud."""
     shown = []
     for verb, key in (("REAPED", "removed"), ("WOULD REAP", "would_remove"), ("NOT REAPED", "not_removed")):
         for entry in result[key]:
             saved = entry["saved_per_hour"]
             shown.append("%s %s (%s/%s %s): %s; saves %s%s%s" % (
-                verb, entry["name"], entry["cloud"], entry["region"], entry["instance_id"], entry["reason"],
+                "CLEARED" if entry.get("cleared") else verb, entry["name"], entry["cloud"], entry["region"],
+                entry["instance_id"], entry["reason"],
                 "unknown" if saved is None else money.per_hour(saved),
                 " (%s)" % entry["billing"] if entry.get("billing") else "",
                 ": %s" % entry["error"] if entry.get("error") else ""))

@@ -514,13 +514,15 @@ class VmService:
         if resolved:
             # A down killed right after committing Done left the projection saying "running".
             projection.delete_vm(self.journal, name)
+            # Stopping a provision changed something (it compensated); waiting for a sweep did not.
+            result = self._forget_controller_files(name, files, {
+                "changed": stopped.startswith("stopped"), "state": row.label if row else "absent",
+                "journal": self.journal_path, "before_vm": before, "after_vm": {}})
+            # The limits go last: while they are journalled, a reap killed before this point is finished by the next.
             expiry_vm_task.forget(self.journal, name)
             self.journal.release(name, self.owner)
             self.journal.clear_cancel(name)
-            # Stopping a provision changed something (it compensated); waiting for a sweep did not.
-            result = {"changed": stopped.startswith("stopped"), "state": row.label if row else "absent",
-                      "journal": self.journal_path, "before_vm": before, "after_vm": {}}
-            return self._forget_controller_files(name, files, self._nothing_here(ctx, name, row, result, stopped))
+            return self._nothing_here(ctx, name, row, result, stopped)
         outcome = self._run_machine(teardown.TeardownMachine(ctx), name,
                                     lambda prev, kind: teardown.initial(name, launch.owned_targets(prev, kind),
                                                                         "down requested"))
@@ -531,9 +533,10 @@ class VmService:
                   "after_vm": dict(before, status="leaked") if before and not isinstance(ended, ts.Done) else {}}
         if isinstance(ended, ts.Done):
             projection.delete_vm(self.journal, name)
-            expiry_vm_task.forget(self.journal, name)
             result["msg"] = "%s%s torn down: %s" % (stopped, name, teardown.describe_targets(ended.targets))
-            return self._forget_controller_files(name, files, result)
+            result = self._forget_controller_files(name, files, result)
+            expiry_vm_task.forget(self.journal, name)   # last, as above
+            return result
         projection.upsert_vm(self.journal, name, status="leaked", stage="Leaked", detail={"targets": ended.targets})
         result.update(failed=True, leaked=ended.targets,
                       msg="%s: teardown incomplete (%s); resources may still bill: %s. Re-run down to retry."

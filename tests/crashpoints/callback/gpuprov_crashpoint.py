@@ -8,7 +8,12 @@ ANSIBLE_CALLBACK_PLUGINS / ANSIBLE_CALLBACKS_ENABLED. Loaded in the controller's
 process, before any worker forks, it wraps the gpuprov classes in place:
 
   * every journal commit: ``Journal.begin`` and ``Journal.transition`` (before and after), and
-    ``PgJournal``'s, where a PostgreSQL journal is importable;
+    ``PgJournal``'s, where a PostgreSQL journal is importable; and the writes of the tables kept
+    beside the machines: the limits (``expiry.store.write`` / ``delete``: "limits write",
+    "limits delete") and the VM list (``vm.projection.upsert_vm`` / ``delete_vm``: "vms upsert",
+    "vms delete"). Those are module functions: they are replaced on their module, which every
+    caller reaches them through (``store.write(...)``, ``projection.delete_vm(...)``, and the
+    module's own calls), so the callers' lookups find the wrapper;
   * every provider primitive of every importable adapter: plan, prepare, create, observe,
     delete, cleanup (before and after);
   * every step inside an adapter's ``create`` and ``delete``: each call made directly from
@@ -80,7 +85,8 @@ def _short(label) -> str:
 
 class World:
     """A fingerprint of the durable state a crash would leave: the files under the state
-    directory, the processes that run from it, the journal's rows (not their timestamps),
+    directory, the processes that run from it, the journal's rows (machines, vms, vm_limits; not
+    their timestamps),
     and, on docker, the state and writable-layer files of the VM's containers. Two points with
     the same fingerprint leave the next run the same facts."""
 
@@ -154,9 +160,13 @@ class World:
         try:
             machines = db.execute("SELECT key, kind, state, label, terminal, version, lease_owner FROM machines "
                                   "ORDER BY key").fetchall()
-            columns = [r[1] for r in db.execute("PRAGMA table_info(vms)") if r[1] != "updated_at"]
-            vms = db.execute("SELECT %s FROM vms ORDER BY name" % ", ".join(columns)).fetchall() if columns else []
-            return [machines, vms]
+            found = [machines]
+            for table, key in (("vms", "name"), ("vm_limits", "key")):
+                # Each table but its write times; a journal may not have the table yet (no columns).
+                columns = [r[1] for r in db.execute("PRAGMA table_info(%s)" % table) if r[1] != "updated_at"]
+                found.append(db.execute("SELECT %s FROM %s ORDER BY %s" % (", ".join(columns), table, key)).fetchall()
+                             if columns else [])
+            return found
         except sqlite3.Error as exc:
             return str(exc)
         finally:
@@ -232,8 +242,11 @@ class Points:
             time.sleep(0.05)
 
     def committed(self, label) -> None:
+        """A commit happened; ``label``: the machine state it committed (None: a row beside the machines,
+        which leaves the state last committed as it was)."""
         self.epoch += 1
-        self.state = _short(label)
+        if label is not None:
+            self.state = _short(label)
 
     def _write(self, filename: str, record, append: bool) -> None:
         path = os.path.join(self.directory, filename)
@@ -375,6 +388,15 @@ def install(points: Points) -> None:
             cls.begin = _wrap_commit(points, cls.begin, lambda a: ("begin %s" % _short(a.get("label")), a.get("label")))
             cls.transition = _wrap_commit(points, cls.transition, lambda a: (
                 "%s -> %s" % (_short(a.get("from_label")), _short(a.get("label"))), a.get("label")))
+    # The rows beside the machines: (module, function, label). Not machine states: the state stays as it was.
+    for module_name, function, label in (("expiry.store", "write", "limits write"),
+                                         ("expiry.store", "delete", "limits delete"),
+                                         ("vm.projection", "upsert_vm", "vms upsert"),
+                                         ("vm.projection", "delete_vm", "vms delete")):
+        module = importlib.import_module(_MU + module_name)
+        func = getattr(module, function)
+        if not getattr(func, "crashpoint_wrapped", False):
+            setattr(module, function, _wrap_commit(points, func, lambda _a, label=label: (label, None)))
     for cloud in sorted(registry.ADAPTERS):
         module_name, class_name = registry.ADAPTERS[cloud]
         try:

@@ -7,8 +7,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import report
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 
 
-def _vm(name, state="Ready"):
-    return {"name": name, "state": state, "instance_id": "i-" + name}
+def _vm(name, state="Ready", cloud="digitalocean"):
+    return {"name": name, "state": state, "instance_id": "i-" + name, "cloud": cloud}
 
 
 def test_columns_summary_and_warnings(tmp_path, clock):
@@ -30,7 +30,10 @@ def test_columns_summary_and_warnings(tmp_path, clock):
     assert len(warnings) == 1 and warnings[0].startswith("b is past its expiry, 29m ago")
     assert [report.shown_state(vm) for vm in vms] == ["Ready", "Expired", "Ready", "Ready", "Aborted"]
     [line] = report.expired_lines(vms[1])
-    assert line.startswith("EXPIRED b: past its expiry, 29m ago") and "it may still bill" in line, line
+    assert line.startswith("EXPIRED b: past its expiry, 29m ago") and "powers it off 5m past its deadline" in line, line
+    assert "a powered-off VM still bills on digitalocean: only gpuprov.cloud.reap (or down) ends its billing" in line
+    [local] = report.expired_lines(dict(vms[1], cloud="local"))
+    assert "it has no watchdog on local and runs until reap removes it" in local, local
     assert report.expired_lines(vms[0]) == []
 
 
@@ -46,5 +49,5 @@ def test_a_vm_reap_saw_stopped_by_its_limits_shows_so_and_no_longer_counts_as_bi
     assert vms[1]["limits"]["expired"] and vms[1]["limits"]["reason"].startswith("expired (stopped itself): idle")
     assert report.shown_state(vms[1]) == "Expired"
     [line] = report.expired_lines(vms[1])
-    assert "its cloud showed it stopped itself at 2026-12-02 10:00:00Z" in line, line
+    assert "its cloud showed it stopped itself at 2026-12-02 10:00:00Z; a powered-off VM still bills on digitalocean" in line
     assert report.summary_line(vms)[0] == "up: $2/h, spent $1 so far (1 VM with a price)"

@@ -211,4 +211,3 @@ def watchdog_stopped(container) -> dict:
     """What the watchdog wrote before it powered the container off (/etc/gpuprov/stopped); {} when it did not."""
     text = read_file(container, "/etc/gpuprov/stopped")
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-

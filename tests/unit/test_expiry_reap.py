@@ -10,7 +10,6 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import launch_sta
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import decide as dec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import reap, store, vm_task
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
-from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import teardown_states as ts
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService

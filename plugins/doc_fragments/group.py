@@ -40,7 +40,7 @@ options:
     description:
       - Private key to log in with; unset means E(GPUPROV_SSH_KEY_FILE), else the task's
         C(ansible_ssh_private_key_file) (an AWX Machine credential), else C(<state dir>/id_ed25519), made on first
-        use. Another key than the VM's is refused before the VM is touched; O(state=absent) needs none.
+        use. Another key than the VM's is refused first; O(state=absent) needs none.
     type: path
   ssh_user:
     description: Login user where the cloud does not dictate one (the image default otherwise).
@@ -56,8 +56,8 @@ options:
     type: int
   lease_ttl:
     description:
-      - Seconds (10 to 3600; unset means E(GPUPROV_LEASE_TTL), else 120) a run's journal lease on the VM lasts,
-        renewed every third of it, refusing other runs on the VM; a run killed elsewhere blocks it that long.
+      - Seconds (10 to 3600; unset E(GPUPROV_LEASE_TTL), else 120) a run's lease on the VM lasts, renewed
+        every third of it; a run killed elsewhere blocks the VM that long.
     type: int
 """
 

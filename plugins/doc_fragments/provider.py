@@ -77,8 +77,7 @@ options:
     default: 1
   regions:
     description:
-      - Regions to plan in (each cloud in those it has); empty means each cloud's default list. A cloud with none
-        of them refuses to plan (InvalidRequest, naming its own).
+      - Regions to plan in, each cloud in those it has (one with none refuses); empty means each cloud's own.
     type: list
     elements: str
     default: []
@@ -106,8 +105,8 @@ options:
   tags:
     description:
       - Tags for cost allocation (C(team), C(cost-center)) on each resource made for the VM where its cloud takes
-        tags or labels (its page, C(docs/clouds/<cloud>.md), says which and its rules); values become strings. The
-        identity tags (C(gpuprov-vm-name), C(gpuprov-journal-id)) always win; a name starting with C(gpuprov-), or
-        a tag the cloud cannot hold, is refused before any call.
+        tags or labels (C(docs/clouds/<cloud>.md) says which and its rules); values become strings. The identity
+        tags (C(gpuprov-vm-name), C(gpuprov-journal-id)) win; a name starting C(gpuprov-), or a tag the cloud
+        cannot hold, is refused first.
     type: dict
 """

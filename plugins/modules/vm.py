@@ -187,7 +187,8 @@ search:
   type: dict
 plan:
   description:
-    - In check mode, the offers the search would try (none when the VM is kept), ranked, as
+    - In check mode, the offers the search would try, in order (none when the VM is kept), with C(rank),
+      C(offer_id), C(cloud), C(region), C(zone), C(instance_type), C(gpu), C(gpu_count) and C(price_per_hour) of
       RV(gpuprov.cloud.offers#module:offers).
   returned: check mode and O(state=present)
   type: list

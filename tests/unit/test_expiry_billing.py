@@ -126,3 +126,25 @@ def test_every_cloud_gets_its_sentence_from_the_registry_without_credentials(clo
     assert billing.poweroff_billing(cloud) == caps.poweroff_billing
     assert billing.poweroff_sentence(cloud) == billing.poweroff_sentence(cloud, caps)
     assert cloud in billing.poweroff_sentence(cloud)
+
+
+# The README's short table groups the clouds by verdict; each row's words say the verdict.
+README = DOC.parents[1] / "README.md"
+README_WORDS = {PowerOffBilling.ENDS: "ends the bill", PowerOffBilling.ENDS_COMPUTE: "stops the VM",
+                PowerOffBilling.CONTINUES: "still bills", PowerOffBilling.UNKNOWN: "not said by the vendor",
+                PowerOffBilling.FREE: "free"}
+
+
+def test_the_readme_table_groups_every_cloud_under_the_words_of_its_verdict():
+    section = README.read_text().split("## Limits and expiry", 1)[1].split("\n## ", 1)[0]
+    seen = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0].startswith("`"):
+            continue
+        clouds = re.findall(r"`(\w+)`", cells[0])
+        verdicts = {billing.poweroff_billing(cloud, _capabilities(cloud)) for cloud in clouds}
+        assert len(verdicts) == 1, (clouds, verdicts)
+        assert README_WORDS[verdicts.pop()] in cells[1], line
+        seen += clouds
+    assert sorted(seen) == sorted(registry.ADAPTERS)

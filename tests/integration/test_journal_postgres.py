@@ -19,6 +19,7 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journals import open_journal
 from ansible_collections.gpuprov.cloud.tests import pg_server
+from ansible_collections.gpuprov.cloud.tests.crashpoints import harness as crashpoints
 from ansible_collections.gpuprov.cloud.tests.integration.conftest import (
     journal_row, live_sshd_folders, local_args, pg_controllers,
 )
@@ -61,17 +62,23 @@ def test_two_controllers_provisioning_one_name_at_once_make_one_vm(controllers):
 
 def test_a_server_restart_mid_launch_loses_nothing(controllers, postgres):
     shared, dsn, (job1, _job2) = controllers
-    proc = job1.popen("provision", *local_args(shared, "pgrestart"))
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        row = journal_row(dsn, "pgrestart")
-        if row is not None and not row.terminal:
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the launch never reached the journal")
+    # The run is held at its create (journalled Creating, mid-launch) by the crash-point callback while the server
+    # restarts, then let go: a local launch is otherwise over before a poll of the journal could catch it.
+    points = shared.parent / "pgrestart-points"
+    proc = job1.popen("provision", *local_args(shared, "pgrestart"),
+                      extra_env=crashpoints.crash_env("before create #1", points, job1.env, action="PAUSE"))
+    deadline = time.time() + 300
+    while not (points / "paused.json").exists():
+        if proc.poll() is not None or time.time() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            out, _err = proc.communicate(timeout=60)
+            pytest.fail("the launch never reached its create (rc %s): %s" % (proc.returncode, out[-3000:]))
+        time.sleep(0.1)
+    row = journal_row(dsn, "pgrestart")
+    assert row is not None and not row.terminal, row
     postgres.restart()
+    (points / "resume").touch()
     out, _err = proc.communicate(timeout=600)
     first = "%s" % out
     assert pg_server.PASSWORD not in first and "Traceback" not in first, first

@@ -54,7 +54,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ANY_REGION, Capabilities, ErrorKind, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceKind, Status,
+    ANY_REGION, Capabilities, ErrorKind, Observed, Offer, Owned, PowerOffBilling, Provider, ProviderError, ResourceKind, Status,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.owned_common import UNPLACED
 from ansible_collections.gpuprov.cloud.tests.conformance.harness import adapter_class
@@ -203,6 +203,35 @@ def test_observe_returns_exactly_this_vms_instances(harness):
         assert _ids(harness.provider.observe(offer.location, harness.spec.vm_name)) == [mine]
         assert _ids(harness.provider.observe(offer.location, other.vm_name)) == [theirs]
         assert harness.provider.observe(offer.location, _other_spec(harness, "-nobody").vm_name) == []
+    finally:
+        _teardown(harness, offer.location, harness.spec.vm_name, other.vm_name)
+
+
+def test_observe_all_lists_every_vm_of_the_journal_as_observe_does(harness):
+    """The fleet's shared poll (Provider.observe_all, fleet/gate.py): where an adapter has it, one listing
+    holds each VM's instance exactly as that VM's observe reports it, before and after it settles; a VM
+    deleted drops out. An adapter without it says None and the core observes per VM."""
+    offer = _offer(harness)
+    other = _other_spec(harness)
+    listed = harness.provider.observe_all(offer.location)
+    if listed is None:
+        assert type(harness.provider).observe_all is Provider.observe_all, "an adapter's observe_all said None"
+        pytest.skip("%s has no listing of whole locations: the core observes per VM" % harness.provider.name)
+    try:
+        mine = _launch(harness, offer, harness.spec)
+        theirs = _launch(harness, offer, other)
+        for settle in (False, True):
+            if settle:
+                harness.settle(offer.location, mine)
+                harness.settle(offer.location, theirs)
+            every = {o.instance_id: o for o in harness.provider.observe_all(offer.location)}
+            for spec, instance_id in ((harness.spec, mine), (other, theirs)):
+                alone = [o for o in harness.provider.observe(offer.location, spec.vm_name) if o.instance_id == instance_id]
+                assert instance_id in every, "observe_all left out %s (%s)" % (instance_id, spec.vm_name)
+                assert every[instance_id] == alone[0], "observe_all and observe disagree on %s" % instance_id
+        _delete_and_clean(harness, offer.location, other.vm_name, [theirs])
+        gone = {o.instance_id: o for o in harness.provider.observe_all(offer.location)}
+        assert mine in gone and (theirs not in gone or gone[theirs].leaving)
     finally:
         _teardown(harness, offer.location, harness.spec.vm_name, other.vm_name)
 

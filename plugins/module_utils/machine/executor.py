@@ -98,6 +98,17 @@ class Retry:
         self.after = after
 
 
+class SharedWait(Exception):
+    """Raised inside a step by what the fleet shares (fleet/gate.py): the cloud holds this account's
+    calls (a throttle answer another worker got), or another worker is asking the question this step
+    needs answered. Nothing was called: the step runs again after ``after`` s, as a Poll (no budget)."""
+
+    def __init__(self, after: float, note: str):
+        super().__init__(note)
+        self.after = after
+        self.note = note
+
+
 class LeaseLost(Exception):
     """Another run owns the key now; this run must not make another external call."""
 
@@ -392,6 +403,14 @@ class Executor(Generic[S]):
                 result = machine.step(state, cx)
             except (LeaseLost, HardCancel, Conflict):
                 raise
+            except SharedWait as held:
+                # Not a good observe: a Retry streak goes on counting across it.
+                if held.note != last_poll_note:
+                    self.journal.note(key, self.owner, version, machine.label(state), held.note)
+                    last_poll_note = held.note
+                self._emit("poll", label=machine.label(state), note=held.note, in_state=cx.in_state)
+                wait(max(0.0, held.after))
+                continue
             except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
                 result = Retry("%s: %s" % (type(exc).__name__, exc))
             if isinstance(result, Next):

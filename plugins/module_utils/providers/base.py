@@ -89,11 +89,13 @@ DEFAULT_BLOCK_SCOPE = {
 class ProviderError(Exception):
     """A classified adapter failure. ``block`` overrides the kind's default scope;
     ``retry_after`` is the delay in seconds the vendor asked for before a retry (a 429's
-    Retry-After), None when it asked for none."""
+    Retry-After), None when it asked for none. ``rate_limited``: the vendor said this account
+    asks too often (a 429, EC2's RequestLimitExceeded, GCP's rateLimitExceeded): the core then
+    holds every worker's calls to that account a while, not only this one's (fleet/gate.py)."""
 
     retry_after: Optional[float] = None
 
-    def __init__(self, kind: str, msg: str, block: Optional[str] = None):
+    def __init__(self, kind: str, msg: str, block: Optional[str] = None, rate_limited: bool = False):
         if kind not in ErrorKind.ALL:
             raise ValueError("unknown error kind %r" % (kind,))
         if block is not None and block not in BlockScope.ALL:
@@ -102,6 +104,7 @@ class ProviderError(Exception):
         self.kind = kind
         self.msg = msg
         self.block = block
+        self.rate_limited = rate_limited
 
     @property
     def block_scope(self) -> Optional[str]:
@@ -110,6 +113,11 @@ class ProviderError(Exception):
     @property
     def fatal(self) -> bool:
         return self.kind in ErrorKind.FATAL
+
+    @property
+    def throttled(self) -> bool:
+        """A Transient the vendor meant as "slow down": rate-limited, or a retry it asked to wait for."""
+        return self.kind == ErrorKind.TRANSIENT and (self.rate_limited or self.retry_after is not None)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"kind": self.kind, "msg": self.msg, "block": self.block_scope}
@@ -561,7 +569,8 @@ class Provider(abc.ABC):
         ``available=False`` and the vendor's reason. Raises InvalidRequest when no offer of
         this cloud can ever meet the request (a GPU it does not have), Credentials when it
         cannot authenticate, Transient when the API does not answer.
-        Idempotent: read-only."""
+        The offers must not depend on ``request.vm_name`` (only checked): the fleet shares one plan of a
+        request shape among its VMs (fleet/gate.py). Idempotent: read-only."""
 
     @abc.abstractmethod
     def prepare(self, offer: Offer, spec: InstanceSpec) -> Dict[str, Any]:
@@ -599,6 +608,16 @@ class Provider(abc.ABC):
         included). Must not: change anything. The
         core decides what it may adopt or delete (``Observed.owned_by``).
         Idempotent: read-only."""
+
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every instance at ``location`` that carries this adapter's journal id, whatever its VM name,
+        as ``observe`` reports each, in one listing (with its pagination): the fleet's shared poll of a
+        location (fleet/gate.py), which the core filters by instance id.
+
+        Optional: the default, None, means "no such listing" (the core then observes per VM), as must an
+        adapter without a journal id. Must not: change anything, or omit an instance ``observe`` would
+        report for one of those VMs (the conformance suite compares the two). Idempotent: read-only."""
+        return None
 
     @abc.abstractmethod
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:

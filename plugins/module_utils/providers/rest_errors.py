@@ -93,7 +93,7 @@ class RestError(ProviderError):
 
     def __init__(self, kind: str, msg: str, block: Optional[str] = None, status: Optional[int] = None,
                  code: Optional[str] = None, retry_after: Optional[float] = None):
-        super().__init__(kind, msg, block)
+        super().__init__(kind, msg, block, rate_limited=status == 429)
         self.status = status
         self.code = code
         self.retry_after = retry_after

@@ -39,6 +39,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import diff as
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.launch_states import Leaked, Ready, WholeSearch
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.progress import HeartbeatThread, ProgressPrinter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.status import search_summary
+from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.gate import FleetShare
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext, VmSettings
 
 # How long ``down`` waits for a live provision of the same name to stop after asking it to.
@@ -204,6 +205,9 @@ class VmService:
             return {"failed": True, "changed": False, "msg": str(exc)}
         ctx = VmContext(settings, files=files, ssh_check=None, journal_id=self.journal.journal_id,
                         journalled=run_options.recorded(self.journal, settings.vm_name))
+        if not check_mode:
+            # A run that drives a machine shares plans, listings and throttle answers with its fleet.
+            ctx.share_fleet(FleetShare(self.journal, self.owner))
         try:
             if self.params.get("state") != "absent":
                 self._k8s = k8s_plan(ctx, self.params.get("k8s"))

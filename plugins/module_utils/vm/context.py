@@ -7,13 +7,14 @@ adapters (built once per cloud), and the controller-side SSH files."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, cast
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry import boot as expiry_boot
 from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.limits import Limits
+from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.gate import FleetShare, GatedAdapter
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import SECRET_OPTION
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    Capabilities, InstanceSpec, Provider, ResourceRequest,
+    Capabilities, InstanceSpec, Location, Observed, Provider, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 
@@ -56,7 +57,10 @@ class VmContext:
     resources were made with (``journalled``). Every step reaches the cloud with those,
     overlaid on this run's options (which bring the credentials), so a later ``down``
     or re-run looks where the VM really is. Planning a new search adopts this run's
-    options (``adopt_current_options``)."""
+    options (``adopt_current_options``).
+
+    ``fleet``: what the run shares with the other VMs of its fleet (fleet/gate.py), set by a run that
+    drives a machine; then every adapter comes gated: shared plans and listings, a shared throttle."""
 
     def __init__(self, settings: VmSettings, files=None,
                  ssh_check: Optional[Callable[..., Any]] = None,
@@ -70,6 +74,18 @@ class VmContext:
         self.journalled: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in (journalled or {}).items()}
         self._fixed = set(providers or {})  # injected adapters (tests) are kept as given
         self._providers: Dict[str, Provider] = dict(providers or {})
+        self.fleet: Optional[FleetShare] = None
+
+    def share_fleet(self, fleet: Optional[FleetShare]) -> None:
+        """Gate every adapter of this run with ``fleet`` (None: none), from now on."""
+        self.fleet = fleet
+        # Adapters built so far are built again, gated; injected ones are gated as they are.
+        self._providers = {k: self._gated(k, v, self.options(k)) for k, v in self._providers.items() if k in self._fixed}
+
+    def _gated(self, cloud: str, adapter: Provider, options: Dict[str, Any]) -> Provider:
+        if self.fleet is None:
+            return adapter
+        return cast(Provider, self.fleet.gate(cloud, adapter, options, journalled_options(adapter, options)))
 
     def options(self, cloud: str) -> Dict[str, Any]:
         """This run's options for ``cloud`` with the journalled ones on top."""
@@ -79,8 +95,27 @@ class VmContext:
 
     def provider(self, cloud: str) -> Provider:
         if cloud not in self._providers:
-            self._providers[cloud] = registry.get_provider(cloud, self.options(cloud), journal_id=self.journal_id)
+            options = self.options(cloud)
+            adapter = registry.get_provider(cloud, options, journal_id=self.journal_id)
+            self._providers[cloud] = self._gated(cloud, adapter, options)
         return self._providers[cloud]
+
+    def plan_afresh(self, fresh: bool) -> None:
+        """A search's later rounds plan afresh instead of taking the fleet's recent plan."""
+        for adapter in self._providers.values():
+            if isinstance(adapter, GatedAdapter):
+                adapter.fresh_plans = fresh
+
+    def observe_booting(self, cloud: str, location: Location, vm_name: str, in_state: float,
+                        max_age: float) -> List[Observed]:
+        """What a Booting VM polls (``GatedAdapter.observe_booting``: a listing of ``location`` shared by the
+        fleet, taken in the last ``in_state`` s and at most ``max_age`` s ago); ``observe`` ungated."""
+        adapter: Any = self.provider(cloud)
+        if isinstance(adapter, GatedAdapter):
+            since = adapter.now() - in_state
+            return adapter.observe_booting(location, vm_name, since, max_age)
+        found: List[Observed] = adapter.observe(location, vm_name)
+        return found
 
     def adopt_current_options(self) -> Dict[str, Dict[str, Any]]:
         """A new search reaches every cloud with this run's options; returns what to journal."""
@@ -90,7 +125,9 @@ class VmContext:
             current = dict(self.settings.cloud_options.get(cloud) or {})
             if provider is None:
                 provider = registry.get_provider(cloud, current, journal_id=self.journal_id)
-                self._providers[cloud] = provider
+                adopted[cloud] = journalled_options(provider, current)
+                self._providers[cloud] = self._gated(cloud, provider, current)
+                continue
             adopted[cloud] = journalled_options(provider, current)
         self.journalled = {k: dict(v) for k, v in adopted.items()}
         return adopted

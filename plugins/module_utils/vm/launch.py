@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union, asser
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import run_options
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import (
-    Machine, Next, Poll, Retry, StepCx, StepResult,
+    Machine, Next, Poll, Retry, StepCx, StepResult, poll_delay,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -364,6 +364,8 @@ class LaunchMachine(Machine[LaunchState]):
         # cloud call can make something: later steps and ``down`` look where it was made.
         for cloud, options in sorted(self.ctx.adopt_current_options().items()):
             run_options.record(cx.journal, cx.key, cx.owner, cloud, options)
+        # Round 0 may take the fleet's recent plan of this request; a later round asks again what is free now.
+        self.ctx.plan_afresh(state.round > 0)
         planned = plan_search(self.ctx.settings, self.ctx.provider)
         offers = [offer.to_dict() for offer in planned.chosen]
         history = planned.history
@@ -435,18 +437,20 @@ class LaunchMachine(Machine[LaunchState]):
     def _step_booting(self, state: Booting, cx: StepCx) -> StepResult[LaunchState]:
         offer = held_offer(state)
         location = Offer.from_dict(offer).location
+        boot_timeout = self.ctx.boot_timeout(offer["cloud"])
+        interval = self.ctx.poll_interval(offer["cloud"])
+        first = self._first_poll(offer["cloud"], BOOT_POLL_FIRST_S)
         try:
-            found = self._provider_for(offer).observe(location, self.ctx.settings.vm_name)
+            # A listing the fleet shares will do if it is no older than this VM's own next poll would be.
+            found = self.ctx.observe_booting(offer["cloud"], location, self.ctx.settings.vm_name, cx.in_state,
+                                             poll_delay(Poll(interval, first=first), cx.in_state))
         except ProviderError as exc:
             return self._handle(state, exc, created=True)
         mine = [o for o in found if o.instance_id == state.instance_id]
-        boot_timeout = self.ctx.boot_timeout(offer["cloud"])
-        interval = self.ctx.poll_interval(offer["cloud"])
         if not mine:
             # Listings lag creation on some clouds; only a lasting absence means vanished.
             if cx.in_state < min(60.0, boot_timeout / 4.0):
-                return Poll(interval, "instance %s not listed yet" % state.instance_id,
-                            first=self._first_poll(offer["cloud"], BOOT_POLL_FIRST_S))
+                return Poll(interval, "instance %s not listed yet" % state.instance_id, first=first)
             return Next(self._compensate(state, "NextOffer", _error(ErrorKind.FAILED, "instance vanished while booting")),
                         "instance vanished")
         inst = mine[0]
@@ -470,8 +474,7 @@ class LaunchMachine(Machine[LaunchState]):
             err = _error(ErrorKind.FAILED, "boot timeout: not Running with an SSH endpoint after %.0f s" % boot_timeout)
             return Next(self._compensate(state, "NextOffer", err), err["msg"])
         no_endpoint = "" if inst.endpoint else ", no endpoint yet"
-        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint),
-                    first=self._first_poll(offer["cloud"], BOOT_POLL_FIRST_S))
+        return Poll(interval, "instance %s: %s%s" % (inst.instance_id, inst.status, no_endpoint), first=first)
 
     def _first_poll(self, cloud: str, default: float) -> float:
         """The first wait of a readiness poll on ``cloud``: its own where it gives one, else ``default``."""

@@ -289,6 +289,17 @@ class AwsProvider(TypedOptionsProvider):
         return sorted(found, key=lambda o: o.instance_id)
 
     @_classified
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every live instance of this journal in the region, in one filtered listing (the fleet's poll)."""
+        if not self.journal_id:
+            return None
+        ec2 = self._client("ec2", location.region)
+        found = [self._observed(inst, location.region)
+                 for inst in self._instances(ec2, [{"Name": "tag:" + JOURNAL_ID_TAG, "Values": [self.journal_id]},
+                                                   {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])]
+        return sorted(found, key=lambda o: o.instance_id)
+
+    @_classified
     def delete(self, location: Location, vm_name: str, instance_ids: List[str]) -> None:
         ids = sorted({i for i in instance_ids or [] if i})
         if not ids:

@@ -116,6 +116,10 @@ PREFIX_TABLE = (
     ("InvalidBlockDeviceMapping", ErrorKind.INVALID_REQUEST, None),
 )
 
+# The codes of EC2's request throttling (per account and region, docs.aws.amazon.com/ec2/latest/devguide/
+# ec2-api-throttling.html) and of the other AWS APIs the adapter calls: the fleet holds its calls (fleet/gate.py).
+THROTTLE_CODES = frozenset(("RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"))
+
 # Codes that mean "that instance does not exist": success for delete.
 GONE_CODES = frozenset(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"))
 
@@ -127,7 +131,7 @@ def classify_code(code: str, message: str = "", http_status: Optional[int] = Non
     text = "%s%s: %s" % (code or "error", where, message or "no message")
     if code in CODE_TABLE:
         kind, block = CODE_TABLE[code]
-        return ProviderError(kind, text, block)
+        return ProviderError(kind, text, block, rate_limited=code in THROTTLE_CODES)
     for prefix, kind, block in PREFIX_TABLE:
         if code.startswith(prefix):
             return ProviderError(kind, text, block)

@@ -413,6 +413,19 @@ class DigitalOceanProvider(TypedOptionsProvider):
         return [self._observed(d, location) for d in self._vm_droplets(vm)
                 if catalog.region_of(d) in (None, location.region)]
 
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every droplet of this journal in the region (the fleet's poll): the journal's tag listed, and the
+        account's GPU droplets, which the tag filter may leave out (as ``_vm_droplets``)."""
+        if not self.journal_id:
+            return None
+        tag = catalog.journal_tag(self.journal_id)
+        found: Dict[str, Dict[str, Any]] = {}
+        for droplet in self._list("/droplets", "droplets", tag_name=tag) + self._list(
+                "/droplets", "droplets", type="gpus"):
+            if droplet.get("id") is not None and tag in (droplet.get("tags") or []):
+                found.setdefault(str(droplet["id"]), droplet)
+        return [self._observed(d, location) for d in found.values() if catalog.region_of(d) in (None, location.region)]
+
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: every listing is account-wide (owned.py). Pure."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.digitalocean.owned import sweep_locations

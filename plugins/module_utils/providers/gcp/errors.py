@@ -63,6 +63,8 @@ TRANSIENT_CODES = frozenset((
     "rateLimitExceeded", "userRateLimitExceeded", "RESOURCE_OPERATION_RATE_EXCEEDED",
     "RESOURCE_NOT_READY", "resourceNotReady", "backendError", "internalError",
 ))
+# Of TRANSIENT_CODES, those that say "this project asks too often": the fleet holds its calls (fleet/gate.py).
+RATE_CODES = frozenset(("rateLimitExceeded", "userRateLimitExceeded", "RESOURCE_OPERATION_RATE_EXCEEDED"))
 CREDENTIAL_CODES = frozenset((
     "IAM_PERMISSION_DENIED", "forbidden", "accessNotConfigured", "SERVICE_DISABLED",
     "authError", "unauthorized", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "PERMISSION_DENIED",
@@ -109,7 +111,7 @@ def classify(status: Optional[int], items: Iterable[Mapping[str, Any]], message:
                             detail or message or "HTTP %s" % status)
 
     def err(kind, block=None):
-        return ProviderError(kind, summary, block)
+        return ProviderError(kind, summary, block, rate_limited=bool(codes & RATE_CODES) or status == 429)
 
     if "RESOURCE_NOT_FOUND" in codes or "notFound" in codes or status == 404:
         for pattern, field in _MISSING_CONFIG:

@@ -386,6 +386,12 @@ class HyperstackProvider(TypedOptionsProvider):
         vm = validate_vm_name(vm_name)
         return [self._observed(i, location) for i in self._vm_instances(location, vm)]
 
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every VM of the region's gpuprov environment, whoever made it (the fleet's poll: one listing)."""
+        if not self.journal_id:
+            return None
+        return [self._observed(i, location) for i in self._instances(catalog.environment_name(location.region))]
+
     def sweep_locations(self) -> List[Location]:
         """One location, ANY_REGION: the listings cover every environment (owned.py). Pure."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.hyperstack.owned import sweep_locations

@@ -309,6 +309,13 @@ class LambdaProvider(TypedOptionsProvider):
         vm = validate_vm_name(vm_name)
         return [self._observed(i, location) for i in self._vm_instances(location, vm)]
 
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every instance of the account in the region that is not gone (the fleet's poll: one listing)."""
+        if not self.journal_id:
+            return None
+        return [self._observed(i, location) for i in self._instances() if i.get("status") != catalog.GONE
+                and i.get("id") and catalog.region_of(i) in (None, location.region)]
+
     def diagnose(self, location: Location, vm_name: str) -> Dict[str, Any]:
         """observe plus Lambda's own fields (status, type, rulesets, actions) and findings."""
         from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.lambda_cloud.diagnose import diagnose

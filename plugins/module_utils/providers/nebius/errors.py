@@ -117,7 +117,8 @@ class NebiusError(ProviderError):
 
     def __init__(self, kind: str, msg: str, block: Optional[str] = None, code: Optional[str] = None,
                  details: Optional[List[str]] = None):
-        super().__init__(kind, msg, block)
+        # gRPC's RESOURCE_EXHAUSTED with too_many_requests: Nebius's rate limit on this account.
+        super().__init__(kind, msg, block, rate_limited="too_many_requests" in (details or []) and kind == "Transient")
         self.code = code
         self.details = list(details or [])
 

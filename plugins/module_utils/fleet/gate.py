@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuprov.cloud
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet's gate in front of one cloud's adapter (issue 28): what a launch's workers share.
+
+A fleet of N VMs is N Ansible workers, each running its own launch. Left alone, each asks the cloud the
+same catalog question, lists the same location at every poll, and backs off on its own when the cloud
+says "too many requests" while the others go on asking. ``GatedAdapter`` stands in front of the adapter
+of a run that drives a machine (the vm task) and shares, through the journal (fleet/shared.py):
+
+* **the plan** of one request shape on one account: the first worker asks, the others reuse its answer
+  for PLAN_SHARE_S (the offers are re-checked at prepare and create, as always, so a stale one fails over
+  like any offer gone since); a search's later rounds (``retry_until_up``) ask afresh;
+* **one listing of a location per poll** (``Provider.observe_all``, where the adapter has it), serving
+  every VM booting there: a Booting VM takes a listing made after it entered Booting and no older than
+  its own next poll, or makes it; the Creating step's observe-before-create is never shared (a listing
+  from before the create could hide an instance and make a second);
+* **a throttle answer** (``ProviderError.throttled``): it holds every worker's calls to that account for
+  the delay asked (Retry-After) or a doubling one, so the whole fleet slows, not only the worker that
+  got it. A held call is never made: the step waits (``SharedWait``, which costs no retry budget) and
+  runs again.
+
+While one worker asks a shared question, the others wait SHARE_WAIT_S and look again; its claim lasts
+CLAIM_S, so a worker killed mid-call holds nobody up for longer. Nothing here sleeps: it raises
+``SharedWait`` and the executor waits, cancellably.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.scope import account_scope, question_key
+from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.shared import FleetRows
+from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import SharedWait
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
+    Location, Observed, Offer, Provider, ProviderError, ResourceRequest, validate_vm_name,
+)
+
+# How long a plan stays the fleet's answer to its request shape on one account.
+PLAN_SHARE_S = 60.0
+# How long a worker waits for another's answer before it looks again, and how long a claim lasts.
+SHARE_WAIT_S = 0.5
+CLAIM_S = 30.0
+
+T = TypeVar("T")
+
+# The adapter calls the gate holds while the account is throttled (all that reach the cloud).
+GATED_CALLS = ("verify_credentials", "prepare", "create", "observe", "delete", "cleanup", "diagnose",
+               "retag", "list_owned")
+
+
+def lists_whole_locations(adapter: Provider) -> bool:
+    """True when ``adapter`` overrides ``Provider.observe_all`` (one listing serves every VM of a location)."""
+    return type(adapter).observe_all is not Provider.observe_all
+
+
+class FleetShare:
+    """One run's view of what its fleet shares: the journal's fleet rows, written as ``owner``."""
+
+    def __init__(self, journal: Any, owner: str):
+        self.rows = FleetRows(journal)
+        self.owner = owner
+        self.journal_id: Optional[str] = getattr(journal, "journal_id", None)
+
+    def gate(self, cloud: str, adapter: Provider, options: Dict[str, Any], public: Dict[str, Any]) -> "GatedAdapter":
+        """``adapter`` gated; ``options``: all it was built with (the account), ``public``: those a plan depends
+        on that may be journalled (no secrets: the plan's key is a digest of them)."""
+        scope = account_scope(cloud, options, adapter.secret_options, self.journal_id)
+        return GatedAdapter(adapter, self, cloud, scope, public)
+
+
+class GatedAdapter:
+    """``adapter`` with the fleet's gate in front (see the module's doc); anything else passes through."""
+
+    def __init__(self, adapter: Provider, share: FleetShare, cloud: str, scope: str, public: Dict[str, Any]):
+        self._adapter = adapter
+        self._share = share
+        self._cloud = cloud
+        self._public = dict(public)
+        self.scope = scope
+        # A search's later rounds plan afresh (vm/launch.py sets it).
+        self.fresh_plans = False
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._adapter, name)
+        if name in GATED_CALLS:
+            return lambda *args, **kwargs: self._call(found, *args, **kwargs)
+        return found
+
+    def now(self) -> float:
+        """The journal's clock, which the shared answers are stamped with."""
+        return self._share.rows.now()
+
+    # -- the throttle ----------------------------------------------------------------------
+    def _call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        rows = self._share.rows
+        hold = rows.hold(self.scope)
+        if hold is not None:
+            raise SharedWait(hold.seconds, "%s asked this account to slow down: every VM holds its calls %.1f s "
+                             "more (%s)" % (self._cloud, hold.seconds, hold.reason))
+        try:
+            return call(*args, **kwargs)
+        except ProviderError as exc:
+            if exc.throttled:
+                rows.throttled(self.scope, exc.msg[:300], exc.retry_after)
+            raise
+
+    # -- shared answers --------------------------------------------------------------------
+    def _shared(self, kind: str, parts: List[Any], fresh: Callable[[Optional[float]], bool],
+                ask: Callable[[], Any], waiting: str) -> Any:
+        """The fleet's answer to a question (``kind`` on ``parts``): a stored one that ``fresh(taken_at)``
+        accepts, else this worker asks (``ask``, through the throttle) while the others wait for it."""
+        rows, owner = self._share.rows, self._share.owner
+        key = question_key(kind, self.scope, *parts)
+        known = rows.answer(key)
+        if known is not None and fresh(known.taken_at):
+            return known.value
+        if not rows.claim(key, owner, CLAIM_S):
+            raise SharedWait(SHARE_WAIT_S, waiting)
+        try:
+            value = self._call(ask)
+        except BaseException:
+            rows.release(key, owner)
+            raise
+        if value is None:   # no answer to share (see observe_booting)
+            rows.release(key, owner)
+        else:
+            rows.put(key, owner, value)
+        return value
+
+    def plan(self, request: ResourceRequest) -> List[Offer]:
+        """The adapter's plan of ``request``, shared by the fleet for PLAN_SHARE_S (see the module's doc)."""
+        validate_vm_name(request.vm_name)   # what the adapter's plan would check; the rest is the VM's shape
+        shape = {k: v for k, v in request.to_dict().items() if k != "vm_name"}
+        now = self._share.rows.now()
+        fresh_plans = self.fresh_plans
+
+        def fresh(taken_at: Optional[float]) -> bool:
+            return not fresh_plans and taken_at is not None and now - taken_at <= PLAN_SHARE_S
+
+        def ask() -> List[Dict[str, Any]]:
+            return [offer.to_dict() for offer in self._adapter.plan(request)]
+
+        offers = self._shared("plan", [self._public, shape], fresh, ask,
+                              "another VM of the fleet is planning this request on %s" % self._cloud)
+        return [Offer.from_dict(offer) for offer in offers]
+
+    def observe_booting(self, location: Location, vm_name: str, since: float, max_age: float) -> List[Observed]:
+        """What a Booting VM polls: one listing of ``location`` made after ``since`` (journal clock) and
+        at most ``max_age`` s old, shared by every VM booting there; ``observe`` where the adapter has no
+        listing of whole locations. The caller picks its instance out by id."""
+        if not lists_whole_locations(self._adapter):
+            return self._call(self._adapter.observe, location, vm_name)
+        now = self._share.rows.now()
+
+        def fresh(taken_at: Optional[float]) -> bool:
+            return taken_at is not None and taken_at >= since and now - taken_at <= max_age
+
+        def ask() -> Optional[List[Dict[str, Any]]]:
+            listed = self._adapter.observe_all(location)
+            return None if listed is None else [seen.to_dict() for seen in listed]
+
+        shared = self._shared("observe", [location.to_dict()], fresh, ask,
+                              "another VM of the fleet is listing %s" % location)
+        if shared is None:   # the adapter cannot list this location whole after all (no journal id)
+            return self._call(self._adapter.observe, location, vm_name)
+        return [Observed.from_dict(seen) for seen in shared]

@@ -115,7 +115,10 @@ class GatedAdapter:
         known = rows.answer(key)
         if known is not None and fresh(known.taken_at):
             return known.value
-        if not rows.claim(key, owner, CLAIM_S):
+        if not rows.claim(key, owner, CLAIM_S, known):
+            answered = rows.answer(key)   # it came while this worker looked: take it if it will do
+            if answered is not None and fresh(answered.taken_at):
+                return answered.value
             raise SharedWait(SHARE_WAIT_S, waiting)
         try:
             value = self._call(ask)

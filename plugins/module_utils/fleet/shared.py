@@ -88,14 +88,16 @@ class FleetRows:
         except (TypeError, ValueError):
             return None   # an unreadable row is an answer never written: ask again
 
-    def claim(self, key: str, owner: str, ttl: float) -> bool:
-        """Claim the asking of ``key`` for ``ttl`` s: True unless another owner's claim is live."""
+    def claim(self, key: str, owner: str, ttl: float, seen: Optional[Answer]) -> bool:
+        """Claim the asking of ``key`` for ``ttl`` s. False when another owner's claim is live, or when an
+        answer newer than ``seen`` (the one the caller read, or None) came meanwhile: read it instead."""
         now = self.now()
         with self.journal.transaction() as tx:
             tx.execute("INSERT INTO fleet_answers (key) VALUES (?) ON CONFLICT (key) DO NOTHING", (key,))
             done = tx.execute("UPDATE fleet_answers SET claim_owner = ?, claim_expires = ? WHERE key = ? AND "
-                              "(claim_owner IS NULL OR claim_owner = ? OR claim_expires < ?)",
-                              (owner, now + ttl, key, owner, now))
+                              "(claim_owner IS NULL OR claim_owner = ? OR claim_expires < ?) AND "
+                              "COALESCE(taken_at, 0) <= ?",
+                              (owner, now + ttl, key, owner, now, seen.taken_at if seen else 0))
             return bool(done.rowcount)
 
     def put(self, key: str, owner: str, value: Any) -> Answer:

@@ -172,6 +172,28 @@ def test_a_failed_plan_is_never_shared(journal):
     assert cloud.calls["plan"] == 2
 
 
+def test_a_lookup_prepare_makes_is_shared_for_a_while_and_a_failed_one_is_not(journal, clock):
+    cloud = ScriptedProvider(offers=[offer("fake", "r1")])
+    reads = []
+
+    def image():
+        reads.append(1)
+        if len(reads) == 1:
+            raise ProviderError(ErrorKind.TRANSIENT, "images: connection reset")
+        return ["img-1", "name:gpu"]
+
+    first, second = _worker(journal, cloud, "a"), _worker(journal, cloud, "b")
+    with pytest.raises(ProviderError):
+        cloud.remembered("image", ["r1"], image)          # through the last-built worker's gate
+    assert first._adapter.remembered("image", ["r1"], image) == ["img-1", "name:gpu"]
+    assert second._adapter.remembered("image", ["r1"], image) == ["img-1", "name:gpu"]
+    assert len(reads) == 2
+    clock.advance(fleet_gate.LOOKUP_SHARE_S + 1)
+    second._adapter.remembered("image", ["r1"], image)
+    assert len(reads) == 3
+    assert ScriptedProvider().remembered("image", ["r1"], image) and len(reads) == 4   # ungated: always read
+
+
 # -- the shared Booting listing -----------------------------------------------------------------
 
 def _made(cloud, name):

@@ -15,6 +15,8 @@ of a run that drives a machine (the vm task) and shares, through the journal (fl
   every VM booting there: a Booting VM takes a listing made after it entered Booting and no older than
   its own next poll, or makes it; the Creating step's observe-before-create is never shared (a listing
   from before the create could hide an instance and make a second);
+* **the lookups prepare makes** per account and region (``Provider.remembered``: an image, a default
+  network), for LOOKUP_SHARE_S; what prepare makes per VM (a key, a firewall) is never shared;
 * **a throttle answer** (``ProviderError.throttled``): it holds every worker's calls to that account for
   the delay asked (Retry-After) or a doubling one, so the whole fleet slows, not only the worker that
   got it. A held call is never made: the step waits (``SharedWait``, which costs no retry budget) and
@@ -38,6 +40,8 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
 
 # How long a plan stays the fleet's answer to its request shape on one account.
 PLAN_SHARE_S = 60.0
+# How long a lookup prepare makes (an image, a region's default subnets) stays the fleet's answer.
+LOOKUP_SHARE_S = 120.0
 # How long a worker waits for another's answer before it looks again, and how long a claim lasts.
 SHARE_WAIT_S = 0.5
 CLAIM_S = 30.0
@@ -78,6 +82,7 @@ class GatedAdapter:
         self._cloud = cloud
         self._public = dict(public)
         self.scope = scope
+        adapter.lookups = self._lookup
         # A search's later rounds plan afresh (vm/launch.py sets it).
         self.fresh_plans = False
 
@@ -130,6 +135,16 @@ class GatedAdapter:
         else:
             rows.put(key, owner, value)
         return value
+
+    def _lookup(self, what: str, parts: List[Any], read: Callable[[], Any]) -> Any:
+        """A lookup the adapter's prepare makes (``Provider.remembered``), shared for LOOKUP_SHARE_S."""
+        now = self._share.rows.now()
+
+        def fresh(taken_at: Optional[float]) -> bool:
+            return taken_at is not None and now - taken_at <= LOOKUP_SHARE_S
+
+        return self._shared("lookup:" + what, [self._public, parts], fresh, read,
+                            "another VM of the fleet is looking up %s on %s" % (what, self._cloud))
 
     def plan(self, request: ResourceRequest) -> List[Offer]:
         """The adapter's plan of ``request``, shared by the fleet for PLAN_SHARE_S (see the module's doc)."""

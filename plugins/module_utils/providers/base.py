@@ -19,7 +19,46 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# The contract's parts kept in modules of their own, re-exported: adapters import all of it from here.
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.capabilities import (
+    Capabilities, K3sAccess, PowerOffBilling,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.provider_errors import (
+    DEFAULT_BLOCK_SCOPE, BlockScope, ErrorKind, ProviderError,
+)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.records import Record as _Record
+
+# Everything adapters and the core take from the contract, re-exported parts included.
+__all__ = (
+    "ANY_REGION",
+    "BlockScope",
+    "BootScript",
+    "Capabilities",
+    "DEFAULT_BLOCK_SCOPE",
+    "ErrorKind",
+    "GPUPROV_TAG_PREFIX",
+    "InstanceSpec",
+    "JOURNAL_ID_TAG",
+    "K3sAccess",
+    "Location",
+    "Observed",
+    "Offer",
+    "Owned",
+    "PowerOffBilling",
+    "Provider",
+    "ProviderError",
+    "ResourceKind",
+    "ResourceRequest",
+    "SDK_READ_ATTEMPTS",
+    "SDK_READ_RETRY_S",
+    "SshEndpoint",
+    "Status",
+    "VM_NAME_TAG",
+    "tag_changes",
+    "validate_vm_name",
+)
 
 # The tag/label every resource of a VM carries; observe, crash adoption and the
 # orphan sweep find resources by it.
@@ -52,77 +91,6 @@ def validate_vm_name(name: Any) -> str:
     return name
 
 
-class ErrorKind:
-    """The seven kinds of provider failure; each drives one core action."""
-
-    TRANSIENT = "Transient"          # retry the same step with backoff
-    CAPACITY = "Capacity"            # compensate, block the offer, next offer
-    QUOTA = "Quota"                  # compensate, block the whole region, next offer
-    UNAVAILABLE = "Unavailable"      # block the offer, next offer, nothing to compensate
-    FAILED = "Failed"                # compensate, block the offer, next offer
-    INVALID_REQUEST = "InvalidRequest"  # compensate if needed, abort
-    CREDENTIALS = "Credentials"      # never retried: block the whole cloud, next cloud (compensate if needed)
-
-    ALL = (TRANSIENT, CAPACITY, QUOTA, UNAVAILABLE, FAILED, INVALID_REQUEST, CREDENTIALS)
-    FATAL = (INVALID_REQUEST, CREDENTIALS)
-
-
-class BlockScope:
-    """How much of the search an error rules out."""
-
-    OFFER = "offer"                  # this offer only
-    INSTANCE_TYPE = "instance_type"  # this instance type in this region (all zones)
-    REGION = "region"                # every offer of this cloud in this region
-    CLOUD = "cloud"                  # every offer of this cloud
-
-    ALL = (OFFER, INSTANCE_TYPE, REGION, CLOUD)
-
-
-DEFAULT_BLOCK_SCOPE = {
-    ErrorKind.CAPACITY: BlockScope.OFFER,
-    ErrorKind.QUOTA: BlockScope.REGION,
-    ErrorKind.UNAVAILABLE: BlockScope.OFFER,
-    ErrorKind.FAILED: BlockScope.OFFER,
-}
-
-
-class ProviderError(Exception):
-    """A classified adapter failure. ``block`` overrides the kind's default scope;
-    ``retry_after`` is the delay in seconds the vendor asked for before a retry (a 429's
-    Retry-After), None when it asked for none. ``rate_limited``: the vendor said this account
-    asks too often (a 429, EC2's RequestLimitExceeded, GCP's rateLimitExceeded): the core then
-    holds every worker's calls to that account a while, not only this one's (fleet/gate.py)."""
-
-    retry_after: Optional[float] = None
-
-    def __init__(self, kind: str, msg: str, block: Optional[str] = None, rate_limited: bool = False):
-        if kind not in ErrorKind.ALL:
-            raise ValueError("unknown error kind %r" % (kind,))
-        if block is not None and block not in BlockScope.ALL:
-            raise ValueError("unknown block scope %r" % (block,))
-        super().__init__("%s: %s" % (kind, msg))
-        self.kind = kind
-        self.msg = msg
-        self.block = block
-        self.rate_limited = rate_limited
-
-    @property
-    def block_scope(self) -> Optional[str]:
-        return self.block or DEFAULT_BLOCK_SCOPE.get(self.kind)
-
-    @property
-    def fatal(self) -> bool:
-        return self.kind in ErrorKind.FATAL
-
-    @property
-    def throttled(self) -> bool:
-        """A Transient the vendor meant as "slow down": rate-limited, or a retry it asked to wait for."""
-        return self.kind == ErrorKind.TRANSIENT and (self.rate_limited or self.retry_after is not None)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"kind": self.kind, "msg": self.msg, "block": self.block_scope}
-
-
 class Status:
     """Normalised instance status."""
 
@@ -134,24 +102,6 @@ class Status:
     FAILED = "Failed"
 
     ALL = (PENDING, RUNNING, STOPPING, STOPPED, TERMINATING, FAILED)
-
-
-_RecordT = TypeVar("_RecordT", bound="_Record")
-
-
-class _Record:
-    """JSON round-trip for the dataclasses below (each subclass is a dataclass)."""
-
-    # Declared, never set here: @dataclass sets it on each subclass (what makes it a dataclass to a type checker).
-    __dataclass_fields__: ClassVar[Dict[str, "dataclasses.Field[Any]"]]
-
-    def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls: Type[_RecordT], data: Dict[str, Any]) -> _RecordT:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,57 +314,6 @@ class InstanceSpec(_Record):
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-class K3sAccess:
-    DIRECT = "Direct"          # the cloud opens 6443 to the controller
-    SSH_TUNNEL = "SshTunnel"   # the API is reached through an SSH forward
-
-
-class PowerOffBilling:
-    """What a guest power-off (the VM's watchdog at its limits, or anyone's ``poweroff``) does to billing on a cloud,
-    as the vendor's pages or SDK say (``Capabilities.poweroff_billing``; docs/limits.md's billing table agrees)."""
-
-    ENDS = "ends"                  # the instance is terminated or deleted: nothing of it bills any more
-    ENDS_COMPUTE = "ends_compute"  # it stops: instance and GPUs stop billing, its disks and IPs bill until removed
-    CONTINUES = "continues"        # the cloud bills a powered-off VM as a running one, or restarts it
-    UNKNOWN = "unknown"            # the vendor does not say
-    FREE = "free"                  # nothing on this cloud bills at all (docker, local)
-
-    ALL = (ENDS, ENDS_COMPUTE, CONTINUES, UNKNOWN, FREE)
-
-
-@dataclasses.dataclass(frozen=True)
-class Capabilities(_Record):
-    kubernetes: bool = True
-    boot_script: bool = False
-    spot: bool = False
-    k3s_access: Optional[str] = K3sAccess.SSH_TUNNEL
-    boot_timeout_s: float = 900.0
-    poll_interval_s: float = 10.0
-    # How soon a readiness wait (a boot, an SSH login) first looks again, for a cloud whose instances are up
-    # within moments (the local cloud's sshd listens milliseconds after create); None: the core's defaults.
-    readiness_poll_first_s: Optional[float] = None
-    # The Python Ansible should use on the VM, where interpreter discovery would guess wrong.
-    python_interpreter: Optional[str] = None
-    # What a guest power-off does to billing (a PowerOffBilling value), for an instance created with
-    # InstanceSpec.terminate_on_guest_shutdown (every VM with a watchdog is). None: the adapter has not said, which
-    # the conformance suite refuses: each answers from its vendor's documentation, "unknown" where that is silent.
-    poweroff_billing: Optional[str] = None
-    # The field of the create request the adapter sets when asked (terminate_on_guest_shutdown), as "Field=value"
-    # (AWS: InstanceInitiatedShutdownBehavior=terminate); None where the create request has none, and a guest
-    # power-off does what poweroff_billing says whatever was asked.
-    poweroff_setting: Optional[str] = None
-    # With a poweroff_setting: what a guest power-off does to an instance created without it (the cloud's default).
-    poweroff_billing_unset: Optional[str] = None
-    # Where the vendor says so: its page (URL) or SDK docstring, in one line.
-    poweroff_source: str = ""
-
-    def poweroff_billing_of(self, terminate_on_guest_shutdown: bool) -> Optional[str]:
-        """What a guest power-off does to billing for an instance created with (or without) the shutdown setting."""
-        if terminate_on_guest_shutdown or self.poweroff_setting is None:
-            return self.poweroff_billing
-        return self.poweroff_billing_unset
-
-
 class Provider(abc.ABC):
     """The contract every cloud adapter implements: six primitives and its capabilities.
 
@@ -487,6 +386,17 @@ class Provider(abc.ABC):
         # The id of the journal this adapter works for: prepare/create tag every resource
         # with it (JOURNAL_ID_TAG); cleanup removes only side resources carrying it or none.
         self.journal_id = journal_id
+        # How ``remembered`` lookups are shared with the fleet (fleet/gate.py); None: each is read.
+        self.lookups: Optional[Callable[[str, List[Any], Callable[[], Any]], Any]] = None
+
+    def remembered(self, what: str, parts: List[Any], read: Callable[[], Any]) -> Any:
+        """``read()``: a read-only lookup whose answer (JSON: lists, not tuples) depends only on ``what``,
+        ``parts`` and this adapter's options and account, such as the image or default subnets of a region
+        that prepare needs. The core may share its answer with the fleet for a while (``lookups``, set by
+        fleet/gate.py); never for anything that names or depends on one VM."""
+        if self.lookups is None:
+            return read()
+        return self.lookups(what, parts, read)
 
     def identity_tags(self, vm_name: str) -> Dict[str, str]:
         """The tags/labels every resource of ``vm_name`` carries."""

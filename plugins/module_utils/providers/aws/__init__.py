@@ -209,9 +209,12 @@ class AwsProvider(TypedOptionsProvider):
         ports = self._ports(spec)
         cidrs = self._allowed_cidrs(spec)
         ec2 = self._client("ec2", offer.region)
-        zones = self._offering_zones(ec2, offer)
-        image_id, image_source = self._image(ec2, offer)
-        vpc_id, subnets = self._subnets(ec2, offer, zones)
+        # Per region and account, not per VM: the fleet may share these answers (Provider.remembered).
+        where = [offer.region, offer.instance_type, offer.zone, offer.gpu]
+        zones = self.remembered("zones", where, lambda: self._offering_zones(ec2, offer))
+        image_id, image_source = self.remembered("image", where, lambda: list(self._image(ec2, offer)))
+        vpc_id, subnets = self.remembered("subnets", where + [zones],
+                                          lambda: list(self._subnets(ec2, offer, zones)))
         group_id = self._security_group(ec2, self._client("ec2", offer.region, fail_fast=True), name, vpc_id, ports,
                                         cidrs, spec)
         return {

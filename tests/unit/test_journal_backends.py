@@ -535,3 +535,20 @@ def test_a_sqlite_journal_never_imports_psycopg_and_a_missing_one_is_named():
     assert requirements.install_command("psycopg") in done.stdout
     assert requirements.install_command("psycopg").endswith("/requirements/postgresql.txt")
     assert "secret" not in done.stdout
+
+
+# -- what a fleet shares (fleet/shared.py): its claims and holds on either backend ------------
+
+def test_the_fleets_claims_answers_and_throttle_holds(journal):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.shared import FleetRows
+    rows = FleetRows(journal)
+    assert rows.claim("plan|x", "a", 30, None) and not rows.claim("plan|x", "b", 30, None)
+    answer = rows.put("plan|x", "a", [{"offer": "o1"}])
+    assert rows.answer("plan|x") == answer and answer.value == [{"offer": "o1"}]
+    assert not rows.claim("plan|x", "b", 30, None)        # an answer came since b looked
+    assert rows.claim("plan|x", "b", 30, answer)
+    rows.release("plan|x", "b")
+    assert rows.hold("cloud:acct") is None
+    held = rows.throttled("cloud:acct", "HTTP 429: slow down", 20.0)
+    assert 0 < held.seconds <= 20.0 and rows.hold("cloud:acct").reason == "HTTP 429: slow down"
+    assert rows.throttled("cloud:acct", "again", None).seconds >= held.seconds - 1   # never shortened

@@ -12,7 +12,7 @@ of a run that drives a machine (the vm task) and shares, through the journal (fl
   for PLAN_SHARE_S (the offers are re-checked at prepare and create, as always, so a stale one fails over
   like any offer gone since); a search's later rounds (``retry_until_up``) ask afresh;
 * **one listing of a location per poll** (``Provider.observe_all``, where the adapter has it), serving
-  every VM booting there: a Booting VM takes a listing made after it entered Booting and no older than
+  every VM booting there, once another than this one boots there: a Booting VM takes a listing made after it entered Booting and no older than
   its own next poll, or makes it; the Creating step's observe-before-create is never shared (a listing
   from before the create could hide an instance and make a second);
 * **the lookups prepare makes** per account and region (``Provider.remembered``: an image, a default
@@ -167,7 +167,10 @@ class GatedAdapter:
         """What a Booting VM polls: one listing of ``location`` made after ``since`` (journal clock) and
         at most ``max_age`` s old, shared by every VM booting there; ``observe`` where the adapter has no
         listing of whole locations. The caller picks its instance out by id."""
-        if not lists_whole_locations(self._adapter):
+        # A VM booting alone there is observed on its own: a listing of a location would read every VM of the
+        # journal there (thousands, in a big one) to serve one.
+        if not lists_whole_locations(self._adapter) or not self._share.rows.booting_beside(
+                vm_name, location.cloud, location.region):
             return self._call(self._adapter.observe, location, vm_name)
         now = self._share.rows.now()
 

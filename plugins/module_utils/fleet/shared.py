@@ -117,6 +117,13 @@ class FleetRows:
         self.journal.execute("UPDATE fleet_answers SET claim_owner = NULL WHERE key = ? AND claim_owner = ?",
                              (key, owner))
 
+    def booting_beside(self, key: str, cloud: str, region: str) -> bool:
+        """True when another machine than ``key`` is Booting on ``cloud`` in ``region`` (by its label,
+        ``Booting (offer N of M: <cloud>:<region>:...)``, vm/launch.py): a listing would serve two."""
+        found = self.journal.query("SELECT 1 FROM machines WHERE terminal = 0 AND key <> ? AND label LIKE ? LIMIT 1",
+                                   (key, "Booting (offer %% of %%: %s:%s:%%" % (cloud, region)))
+        return bool(found)
+
     # -- throttle -----------------------------------------------------------------------
     def hold(self, scope: str) -> Optional[Hold]:
         """The hold on ``scope`` still running, or None."""

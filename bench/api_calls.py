@@ -408,6 +408,8 @@ def fleet_row(cloud: str, size: int, tmp: pathlib.Path) -> Dict[str, Any]:
                 row[key + "_down_wall"], _out = playbook(home, env, "down", hosts, count, made.extra)
                 row[key + "_down"] = made.since(mark)
         row["left"] = made.live()
+        if made.sshd is not None:   # moto's VMs: the bench's sshd saw each login
+            row["logins"] = (made.sshd.folder / "sshd.log").read_text().count("Accepted publickey")
     finally:
         made.close()
     return row
@@ -438,6 +440,7 @@ def report_fleet(row: Dict[str, Any]) -> None:
               " mutating %s (buckets of their own)" % (
                   ", ".join("%s %d" % (name, peak) for peak, name in reads[:3]),
                   ", ".join("%s %d" % (name, peak) for peak, name in writes[:3])))
+        print("      SSH logins the bench's sshd accepted (one VM, then the fleet): %d" % row.get("logins", 0))
     if cloud == "digitalocean":
         print("      per hour: the fleet's provision and down together %d calls (limit 5,000/h)" % (
             len(fleet) + len(row["fleet_down"])))

@@ -164,6 +164,7 @@ bench: dev
 	$(BIN)/python bench/fleet.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/status_big.py $(BENCH_ROUNDS)
 	$(BIN)/python bench/inventory_big.py $(BENCH_ROUNDS)
+	$(BIN)/python bench/api_calls.py $(BENCH_ROUNDS)
 
 # The concurrency soak with an oracle (tests/soak): seeded rounds of random concurrent provision, recreate, down,
 # sweep, status, health and instance runs from two controllers on one PostgreSQL journal and one on its own, on

@@ -103,3 +103,13 @@ def test_boot_pacing_then_a_real_sshd_and_stop(fake):
         assert conn.recv(64).startswith(b"SSH-2.0-")
     fake.sshd.stop("t1")
     assert "t1" not in fake.sshd.running
+
+
+def test_boot_pacing_by_time(fake):
+    fake.boot_after_s = 0.3
+    _call(fake, "POST", "/things", json={"name": "vm1"})
+    assert [_call(fake, "GET", "/things/t1").json()["state"] for _read in range(3)] == ["booting"] * 3
+    time.sleep(0.35)
+    running = _call(fake, "GET", "/things/t1").json()
+    assert running["state"] == "running" and "_first_read" not in running
+    fake.sshd.stop("t1")

@@ -16,7 +16,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.retry import RetryPolicy
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    ErrorKind, InstanceSpec, Location, ProviderError, ResourceRequest,
+    ApiLimit, ErrorKind, InstanceSpec, Location, ProviderError, ResourceRequest,
 )
 from ansible_collections.gpuprov.cloud.tests.fakes.scripted_provider import ScriptedProvider, offer
 from ansible_collections.gpuprov.cloud.tests.fakes.toy_machine import ScriptedMachine
@@ -45,9 +45,23 @@ class ListingProvider(ScriptedProvider):
         return found
 
 
-def _worker(journal, adapter, owner, options=None):
-    """One fleet worker's gate in front of ``adapter`` (one VM's run, as the vm task builds it)."""
-    return FleetShare(journal, owner).gate("fake", adapter, dict(options or {"api_url": "https://one.example"}), {"image": "x"})
+def _worker(journal, adapter, owner, options=None, in_machine=True, sleeps=None):
+    """One fleet worker's gate in front of ``adapter`` (one VM's run, as the vm task builds it), inside a machine's
+    step unless ``in_machine`` is false (then its waits are recorded in ``sleeps``, never slept)."""
+    share = FleetShare(journal, owner, sleep=(sleeps.append if sleeps is not None else _never_sleep))
+    share.in_machine = in_machine
+    return share.gate("fake", adapter, dict(options or {"api_url": "https://one.example"}), {"image": "x"})
+
+
+def _never_sleep(seconds):
+    raise AssertionError("the gate slept %s s inside a machine" % seconds)
+
+
+def _booting(journal, *names):
+    """Journal rows of VMs Booting at WHERE (what the gate looks for before it lists a whole location)."""
+    for name in names:
+        journal.begin(name, "launch", {"kind": "Booting"}, "Booting (offer 1 of 1: fake:r1:gpu.1x)", False,
+                      "owner-" + name, 60.0, None, note="test")
 
 
 def _spec(name):
@@ -208,6 +222,7 @@ def _booted(cloud, *names):
 def test_one_listing_serves_every_vm_booting_there_and_none_older_than_the_vm_or_its_poll(journal, clock):
     cloud = ListingProvider(offers=[offer("fake", "r1")], boot_observes=5)
     made = _booted(cloud, "vm1", "vm2", "vm3")
+    _booting(journal, *made)
     workers = {name: _worker(journal, cloud, "w-" + name) for name in made}
     since = clock() - 10
     for name, instance_id in made.items():
@@ -221,9 +236,16 @@ def test_one_listing_serves_every_vm_booting_there_and_none_older_than_the_vm_or
     assert cloud.calls["observe_all"] == 3
 
 
-def test_an_adapter_without_a_whole_listing_is_observed_per_vm(journal, clock):
+def test_an_adapter_without_a_whole_listing_or_a_vm_booting_alone_is_observed_per_vm(journal, clock):
+    lister = ListingProvider(offers=[offer("fake", "r1")])
+    alone = _booted(lister, "vm9")
+    _booting(journal, "vm9")
+    assert [o.instance_id for o in _worker(journal, lister, "b").observe_booting(WHERE, "vm9", clock() - 1, 5.0)] == [
+        alone["vm9"]]
+    assert lister.calls["observe_all"] == 0 and lister.calls["observe"] == 1
     cloud = ScriptedProvider(offers=[offer("fake", "r1")])
     made = _booted(cloud, "vm1")
+    _booting(journal, "vm1", "vm2")
     seen = _worker(journal, cloud, "a").observe_booting(WHERE, "vm1", clock() - 1, 5.0)
     assert [o.instance_id for o in seen] == [made["vm1"]] and cloud.calls["observe"] == 1
 
@@ -233,6 +255,40 @@ def test_the_gate_passes_everything_else_through(journal):
     gated = _worker(journal, cloud, "a")
     assert isinstance(gated, GatedAdapter)
     assert gated.capabilities() == cloud.capabilities() and gated.name == "fake"
+
+
+# -- the budget: the vendor's documented limits, for the whole fleet ---------------------------------
+
+class LimitedProvider(ScriptedProvider):
+    """The scripted cloud with a documented limit of 5 requests a second at most 2 at once; each call is one request."""
+
+    api_limits = (ApiLimit(5, 1.0, burst=2),)
+
+    def observe(self, location, vm_name):
+        self.paced()
+        return super().observe(location, vm_name)
+
+
+def test_the_fleet_keeps_its_requests_together_under_the_documented_limit(journal, clock):
+    cloud = LimitedProvider(offers=[offer("fake", "r1")])
+    first, second = _worker(journal, cloud, "a"), _worker(journal, cloud, "b")
+    first.observe(WHERE, "vm1")
+    second.observe(WHERE, "vm2")          # the bucket's two at once, between both workers
+    with pytest.raises(SharedWait) as waited:
+        first.observe(WHERE, "vm1")
+    assert waited.value.after == pytest.approx(0.2) and "documented limit (2 at once, then 5 per 1s)" in waited.value.note
+    assert cloud.calls["observe"] == 2    # the third never reached the cloud
+    clock.advance(0.2)
+    second.observe(WHERE, "vm2")
+    assert ApiLimit(250, 60.0).bucket() == (25.0, 3.75) and str(ApiLimit(250, 60.0)) == "250 requests a minute"
+
+
+def test_outside_a_machine_the_gate_sleeps_the_wait_out_and_then_calls(journal, clock):
+    cloud = ScriptedProvider(offers=[offer("fake", "r1")])
+    FleetRows(journal).throttled(_worker(journal, cloud, "a").scope, "HTTP 429", 3.0)
+    sleeps = []
+    assert _worker(journal, cloud, "b", in_machine=False, sleeps=sleeps).observe(WHERE, "vm1") == []
+    assert sleeps == [pytest.approx(3.0)] and cloud.calls["observe"] == 1
 
 
 # -- the executor ---------------------------------------------------------------------------------

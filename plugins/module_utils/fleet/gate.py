@@ -29,10 +29,12 @@ CLAIM_S, so a worker killed mid-call holds nobody up for longer. Nothing here sl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+import contextlib
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.scope import account_scope, question_key
-from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.shared import FleetRows
+from ansible_collections.gpuprov.cloud.plugins.module_utils.fleet.shared import THROTTLE_HOLD_MAX_S, FleetRows
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.executor import SharedWait
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
     Location, Observed, Offer, Provider, ProviderError, ResourceRequest, validate_vm_name,
@@ -59,12 +61,33 @@ def lists_whole_locations(adapter: Provider) -> bool:
 
 
 class FleetShare:
-    """One run's view of what its fleet shares: the journal's fleet rows, written as ``owner``."""
+    """One run's view of what its fleet shares: the journal's fleet rows, written as ``owner``.
 
-    def __init__(self, journal: Any, owner: str):
+    ``in_machine``: a machine's step is running (the run sets it around the executor), so a wait is a
+    ``SharedWait`` the executor carries out. Outside one (a call the vm task makes after Ready) there is no
+    step to run again: the gate sleeps the wait out itself, and asks what it would have waited for."""
+
+    def __init__(self, journal: Any, owner: str, sleep: Callable[[float], None] = time.sleep):
         self.rows = FleetRows(journal)
         self.owner = owner
         self.journal_id: Optional[str] = getattr(journal, "journal_id", None)
+        self.in_machine = False
+        self._sleep = sleep
+
+    @contextlib.contextmanager
+    def machine_running(self) -> Iterator[None]:
+        """Around the executor's run: the gate's waits become SharedWaits."""
+        self.in_machine = True
+        try:
+            yield
+        finally:
+            self.in_machine = False
+
+    def wait(self, seconds: float, note: str) -> None:
+        """Wait ``seconds`` for the fleet: a SharedWait inside a machine's step, else a sleep here."""
+        if self.in_machine:
+            raise SharedWait(seconds, note)
+        self._sleep(max(0.0, min(seconds, THROTTLE_HOLD_MAX_S)))
 
     def gate(self, cloud: str, adapter: Provider, options: Dict[str, Any], public: Dict[str, Any]) -> "GatedAdapter":
         """``adapter`` gated; ``options``: all it was built with (the account), ``public``: those a plan depends
@@ -83,8 +106,20 @@ class GatedAdapter:
         self._public = dict(public)
         self.scope = scope
         adapter.lookups = self._lookup
+        self._buckets = [limit.bucket() for limit in adapter.api_limits]
+        if self._buckets:
+            adapter.pacer = self._pace
         # A search's later rounds plan afresh (vm/launch.py sets it).
         self.fresh_plans = False
+
+    def _pace(self) -> None:
+        """Before each request the adapter sends: one from the account's buckets, or wait for the fleet."""
+        wait = self._share.rows.take(self.scope, self._buckets)
+        if wait > 0:
+            limits = " and ".join(str(limit) for limit in self._adapter.api_limits)
+            self._share.wait(wait, "the fleet keeps its requests to %s under its documented limit (%s): this VM "
+                             "waits its turn" % (self._cloud, limits))
+            self._pace()   # only outside a machine: the wait was slept here
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._adapter, name)
@@ -101,7 +136,7 @@ class GatedAdapter:
         rows = self._share.rows
         hold = rows.hold(self.scope)
         if hold is not None:
-            raise SharedWait(hold.seconds, "%s asked this account to slow down: every VM holds its calls %.1f s "
+            self._share.wait(hold.seconds, "%s asked this account to slow down: every VM holds its calls %.1f s "
                              "more (%s)" % (self._cloud, hold.seconds, hold.reason))
         try:
             return call(*args, **kwargs)
@@ -124,7 +159,9 @@ class GatedAdapter:
             answered = rows.answer(key)   # it came while this worker looked: take it if it will do
             if answered is not None and fresh(answered.taken_at):
                 return answered.value
-            raise SharedWait(SHARE_WAIT_S, waiting)
+            if self._share.in_machine:
+                raise SharedWait(SHARE_WAIT_S, waiting)
+            return self._call(ask)   # no step to run again: ask, as if alone
         try:
             value = self._call(ask)
         except BaseException:

@@ -12,6 +12,8 @@ its table):
   location, a lookup prepare makes): the answer as JSON, when it was taken (the journal's clock), and a
   claim (who is asking the cloud right now, until when), so that one worker asks while the others wait
   for its answer instead of asking too;
+* ``fleet_budget``: the token buckets that keep an account's requests, from every worker together, under the
+  vendor's documented limits (``Provider.api_limits``): one row per account scope and limit;
 * ``fleet_throttle``: one row per account scope (fleet/scope.py): until when every worker holds its calls
   to that account, why, and how many throttle answers came in a row (the hold doubles with each).
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 FLEET_TABLES = (
     """CREATE TABLE IF NOT EXISTS fleet_answers (
@@ -33,6 +35,13 @@ FLEET_TABLES = (
         taken_at REAL,
         claim_owner TEXT,
         claim_expires REAL
+    )""",
+    """CREATE TABLE IF NOT EXISTS fleet_budget (
+        scope TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        tokens REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (scope, bucket)
     )""",
     """CREATE TABLE IF NOT EXISTS fleet_throttle (
         scope TEXT PRIMARY KEY,
@@ -123,6 +132,31 @@ class FleetRows:
         found = self.journal.query("SELECT 1 FROM machines WHERE terminal = 0 AND key <> ? AND label LIKE ? LIMIT 1",
                                    (key, "Booting (offer %% of %%: %s:%s:%%" % (cloud, region)))
         return bool(found)
+
+    # -- the budget -----------------------------------------------------------------------
+    def take(self, scope: str, buckets: Sequence[Tuple[float, float]]) -> float:
+        """Take one request from each of ``scope``'s token ``buckets`` ((size, refill per second), full at first):
+        0.0 when every bucket had one (taken), else the seconds until they all will (nothing taken)."""
+        now = self.now()
+        with self.journal.transaction() as tx:
+            levels = []
+            for index, (size, rate) in enumerate(buckets):
+                row = tx.execute("SELECT tokens, updated_at FROM fleet_budget WHERE scope = ? AND bucket = ?",
+                                 (scope, index)).fetchone()
+                tokens = size if row is None else min(size, float(row[0]) + max(0.0, now - float(row[1])) * rate)
+                levels.append((index, tokens, rate, row is not None))
+            short = [(1.0 - tokens) / rate if rate > 0 else THROTTLE_HOLD_MAX_S
+                     for _index, tokens, rate, _known in levels if tokens < 1.0]
+            if short:
+                return max(short)
+            for index, tokens, _rate, known in levels:
+                if known:
+                    tx.execute("UPDATE fleet_budget SET tokens = ?, updated_at = ? WHERE scope = ? AND bucket = ?",
+                               (tokens - 1.0, now, scope, index))
+                else:
+                    tx.execute("INSERT INTO fleet_budget (scope, bucket, tokens, updated_at) VALUES (?, ?, ?, ?)",
+                               (scope, index, tokens - 1.0, now))
+        return 0.0
 
     # -- throttle -----------------------------------------------------------------------
     def hold(self, scope: str) -> Optional[Hold]:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # The contract's parts kept in modules of their own, re-exported: adapters import all of it from here.
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.capabilities import (
-    Capabilities, K3sAccess, PowerOffBilling,
+    ApiLimit, Capabilities, K3sAccess, PowerOffBilling,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.provider_errors import (
     DEFAULT_BLOCK_SCOPE, BlockScope, ErrorKind, ProviderError,
@@ -32,6 +32,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.records im
 
 # Everything adapters and the core take from the contract, re-exported parts included.
 __all__ = (
+    "ApiLimit",
     "ANY_REGION",
     "BlockScope",
     "BootScript",
@@ -379,6 +380,10 @@ class Provider(abc.ABC):
     name = "abstract"
     # Options that are credentials: never journalled (the rest are, so that later steps
     # such as ``down`` reach the VM where it was made).
+    # The request limits the vendor documents per account (ApiLimit, each with its page): the core paces the
+    # requests of every worker on one account under them, together (fleet/gate.py). Empty: none documented; a
+    # throttle answer still holds the whole fleet.
+    api_limits: Tuple[ApiLimit, ...] = ()
     secret_options: Tuple[str, ...] = ()
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
@@ -388,6 +393,15 @@ class Provider(abc.ABC):
         self.journal_id = journal_id
         # How ``remembered`` lookups are shared with the fleet (fleet/gate.py); None: each is read.
         self.lookups: Optional[Callable[[str, List[Any], Callable[[], Any]], Any]] = None
+        # What ``paced`` calls before each request: the fleet's pacing under ``api_limits`` (fleet/gate.py).
+        self.pacer: Optional[Callable[[], None]] = None
+
+    def paced(self) -> None:
+        """Called by the adapter's HTTP client before every request it sends (``RestClient(before_send=...)``,
+        a botocore ``before-send`` handler): the core keeps the fleet's requests on one account under the
+        vendor's ``api_limits`` there, and may make the step wait. Nothing happens without a pacer."""
+        if self.pacer is not None:
+            self.pacer()
 
     def remembered(self, what: str, parts: List[Any], read: Callable[[], Any]) -> Any:
         """``read()``: a read-only lookup whose answer (JSON: lists, not tuples) depends only on ``what``,

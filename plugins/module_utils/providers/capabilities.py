@@ -7,7 +7,7 @@ Capabilities, how the k3s API is reached, and what a guest power-off does to bil
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.records import Record
 
@@ -61,3 +61,29 @@ class Capabilities(Record):
         if terminate_on_guest_shutdown or self.poweroff_setting is None:
             return self.poweroff_billing
         return self.poweroff_billing_unset
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiLimit:
+    """One request limit a vendor documents per account (``Provider.api_limits``): at most ``calls`` requests per
+    ``per_s`` seconds. Without ``burst`` that is a window (250 a minute): the fleet keeps every ``per_s`` window
+    under ``calls``, with a tenth of it as a burst. With ``burst`` it is a token bucket (EC2's: 100 at once, then 20
+    a second): ``burst`` requests at once, refilled at ``calls`` per ``per_s``. ``source``: the vendor's page."""
+
+    calls: float
+    per_s: float
+    burst: Optional[float] = None
+    source: str = ""
+
+    def bucket(self) -> Tuple[float, float]:
+        """(size, refill per second) of the token bucket that keeps to this limit."""
+        if self.burst is not None:
+            return float(self.burst), self.calls / self.per_s
+        size = max(1.0, self.calls // 10)
+        return size, (self.calls - size) / self.per_s
+
+    def __str__(self) -> str:
+        if self.burst is not None:
+            return "%g at once, then %g per %gs" % (self.burst, self.calls, self.per_s)
+        unit = {1.0: "a second", 60.0: "a minute", 3600.0: "an hour"}.get(self.per_s, "per %gs" % self.per_s)
+        return "%g requests %s" % (self.calls, unit)

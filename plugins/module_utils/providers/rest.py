@@ -55,7 +55,7 @@ import json as jsonlib
 import logging
 import ssl
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -360,13 +360,14 @@ class RestClient:
     ``name``: the cloud, first word of every message. ``rules``: the cloud's error table,
     tried before DEFAULT_RULES. ``timeout``: seconds, or ``(connect, read)``. ``verify``:
     TLS verification (False, or a CA bundle path). ``headers``: sent with every request.
-    ``redact``: more strings never to show (the auth's secrets always are).
+    ``redact``: more strings never to show (the auth's secrets always are). ``before_send``: called
+    before every request (the adapter's ``Provider.paced``); it may raise to make the step wait.
     """
 
     def __init__(self, base_url: str, auth: Any = None, name: str = "api", rules: Iterable[Rule] = (),
                  timeout: Timeout = DEFAULT_TIMEOUT, user_agent: str = DEFAULT_USER_AGENT,
                  verify: Union[bool, str] = True, headers: Optional[Dict[str, str]] = None,
-                 redact: Iterable[str] = ()):
+                 redact: Iterable[str] = (), before_send: Optional[Callable[[], None]] = None):
         if not HAS_REQUESTS:
             raise ProviderError(ErrorKind.INVALID_REQUEST, "%s: the REST client requires requests. %s (%s)"
                                 % (name, missing_package("requests", name), REQUESTS_IMPORT_ERROR))
@@ -381,6 +382,7 @@ class RestClient:
         self.base_url = base_url
         self.name = name
         self.rules = tuple(rules)
+        self._before_send = before_send   # Provider.paced: the fleet's pacing, before every request
         self.timeout = _timeouts(timeout)
         self._auth = auth
         self._redact = tuple(s for s in redact if s)
@@ -500,6 +502,8 @@ class RestClient:
         return path
 
     def _send(self, method: str, url: str, params: Any, body: Any, form: Any, headers: Any):
+        if self._before_send is not None:
+            self._before_send()
         call_headers = dict(headers or {})
         if self._auth is not None:
             call_headers.update(self._auth.headers())

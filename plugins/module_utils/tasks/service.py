@@ -7,6 +7,7 @@ adds argument parsing, progress printing and the task result."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -133,6 +134,7 @@ class VmService:
         self._scratch: Optional[str] = None   # check mode's throw-away journal folder, when it made one
         self.owner = new_owner()
         self.started = time.monotonic()   # progress lines count from the task's start
+        self._fleet: Optional[FleetShare] = None   # what this run shares with its fleet (not in check mode)
 
     # -- setup -----------------------------------------------------------------------
     def _open(self, check_mode: bool = False):
@@ -207,7 +209,8 @@ class VmService:
                         journalled=run_options.recorded(self.journal, settings.vm_name))
         if not check_mode:
             # A run that drives a machine shares plans, listings and throttle answers with its fleet.
-            ctx.share_fleet(FleetShare(self.journal, self.owner))
+            self._fleet = FleetShare(self.journal, self.owner)
+            ctx.share_fleet(self._fleet)
         try:
             if self.params.get("state") != "absent":
                 self._k8s = k8s_plan(ctx, self.params.get("k8s"))
@@ -239,7 +242,7 @@ class VmService:
         cancel.install()
         printer = ProgressPrinter(self.params["name"], self.progress, started=self.started)
         try:
-            with HeartbeatThread(printer):
+            with HeartbeatThread(printer), (self._fleet.machine_running() if self._fleet else contextlib.nullcontext()):
                 return self._executor(machine, cancel, printer).run(key, initial)
         finally:
             cancel.uninstall()

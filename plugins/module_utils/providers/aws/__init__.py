@@ -53,7 +53,7 @@ import urllib.error
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
+    ApiLimit, GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, SDK_READ_ATTEMPTS, VM_NAME_TAG, BlockScope, Capabilities, ErrorKind, InstanceSpec, K3sAccess,
     Location, Observed, Offer, Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes,
     validate_vm_name,
 )
@@ -143,6 +143,10 @@ def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instanc
 class AwsProvider(TypedOptionsProvider):
     name = "aws"
     option_spec = OPTIONS
+    # EC2 meters each action with a token bucket per account and Region (non-mutating ones: 100 at once, refilled
+    # 20 a second). The fleet keeps all its EC2 requests together within one such bucket: below every action's own.
+    api_limits = (ApiLimit(20, 1.0, burst=100,
+                           source="https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html"),)
 
     def __init__(self, options=None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
@@ -411,6 +415,10 @@ class AwsProvider(TypedOptionsProvider):
     def _k3s_direct(self) -> bool:
         return bool(self.options["k3s_direct"])
 
+    def _before_send(self, **_event: Any) -> None:
+        """botocore's ``before-send`` handler: returns None, so the request is sent (after any wait)."""
+        self.paced()
+
     def _client(self, service: str, region: str, fail_fast: bool = False):
         """One client per (service, region, mode). Reads keep the SDK's retries (standard mode,
         SDK_READ_ATTEMPTS attempts); the fail-fast client, for every request that changes anything,
@@ -432,8 +440,10 @@ class AwsProvider(TypedOptionsProvider):
             config = Config(retries=retries, connect_timeout=10, read_timeout=60,
                             user_agent_extra="gpuprov.cloud")
             endpoint = self.options["endpoint_url"] or None
-            self._clients[key] = self._session.client(service, region_name=region, endpoint_url=endpoint,
-                                                      config=config)
+            client = self._session.client(service, region_name=region, endpoint_url=endpoint, config=config)
+            # Every HTTP attempt, the SDK's own retries included, goes through the fleet's pacing (api_limits).
+            client.meta.events.register("before-send", self._before_send)
+            self._clients[key] = client
         return self._clients[key]
 
     @staticmethod
@@ -575,13 +585,17 @@ class AwsProvider(TypedOptionsProvider):
         groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
         if not groups:
             try:
-                ec2_once.create_security_group(
+                made = ec2_once.create_security_group(
                     GroupName=group_name, VpcId=vpc_id, Description="gpuprov.cloud: SSH to VM %s" % name,
                     TagSpecifications=[{"ResourceType": "security-group", "Tags": identity}])
+                # A group just made is what was asked: these tags and no ingress rule (no describe to learn it).
+                groups = [{"GroupId": made["GroupId"], "Tags": identity, "IpPermissions": []}] if made.get(
+                    "GroupId") else []
             except ClientError as exc:
                 if error_code(exc) != "InvalidGroup.Duplicate":  # a concurrent prepare won
                     raise
-            groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
+            if not groups:
+                groups = ec2.describe_security_groups(Filters=filters).get("SecurityGroups", [])
             if not groups:
                 raise ProviderError(ErrorKind.TRANSIENT, "security group %s not visible yet" % group_name)
         group = groups[0]

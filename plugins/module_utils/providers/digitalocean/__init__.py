@@ -42,7 +42,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    ApiLimit, GPUPROV_TAG_PREFIX, JOURNAL_ID_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
     Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.digitalocean import OPTIONS
@@ -72,6 +72,10 @@ OUTBOUND_RULES = [{"protocol": proto, "ports": "1-65535", "destinations": {"addr
 _ALL_PORTS = ("0", "all", "1-65535")
 
 
+# DigitalOcean's request limits per token: 250 a minute and 5,000 an hour (the ratelimit-limit headers).
+RATE_LIMIT_PAGE = "https://docs.digitalocean.com/reference/api/intro/#rate-limit"
+
+
 class DigitalOceanClient(RestClient):
     """The shared REST client, reading DigitalOcean's hourly-limit 429 too: only a burst-limit 429
     carries ``retry-after``; the hourly one says when to come back in ``ratelimit-reset`` alone."""
@@ -87,6 +91,8 @@ class DigitalOceanClient(RestClient):
 class DigitalOceanProvider(TypedOptionsProvider):
     name = "digitalocean"
     option_spec = OPTIONS
+    # Per token (the ratelimit-limit headers; docs.digitalocean.com/reference/api/intro/, "Rate Limit").
+    api_limits = (ApiLimit(250, 60.0, source=RATE_LIMIT_PAGE), ApiLimit(5000, 3600.0, source=RATE_LIMIT_PAGE))
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
@@ -100,7 +106,7 @@ class DigitalOceanProvider(TypedOptionsProvider):
         if self._client is None:
             self.check_credentials()   # no key: refused here, naming its option and variable
             self._client = DigitalOceanClient(self.options["api_url"], auth=BearerToken(self.options["api_key"] or ""),
-                                              name="digitalocean", rules=RULES,
+                                              name="digitalocean", rules=RULES, before_send=self.paced,
                                               timeout=(10.0, self.options["request_timeout_s"] or 60.0))
         return self._client
 

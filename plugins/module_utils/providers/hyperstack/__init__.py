@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
-    JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
+    ApiLimit, JOURNAL_ID_TAG, VM_NAME_TAG, Capabilities, ErrorKind, InstanceSpec, K3sAccess, Location, Observed, Offer,
     Owned, PowerOffBilling, ProviderError, ResourceRequest, SshEndpoint, Status, tag_changes, validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.hyperstack import OPTIONS
@@ -94,6 +94,8 @@ def _checked_user_labels(tags: Dict[str, str]) -> None:
 class HyperstackProvider(TypedOptionsProvider):
     name = "hyperstack"
     option_spec = OPTIONS
+    # 500 requests a minute per source IP, over every endpoint (then 429 for the rest of the minute).
+    api_limits = (ApiLimit(500, 60.0, source="https://docs.hyperstack.cloud/docs/api-reference/rate-limits"),)
 
     def __init__(self, options: Optional[Dict[str, Any]] = None, journal_id: Optional[str] = None):
         super().__init__(options, journal_id=journal_id)
@@ -108,6 +110,7 @@ class HyperstackProvider(TypedOptionsProvider):
             self.check_credentials()   # no key: refused here, naming its option and variable
             auth = HeaderToken("api_key", self.options["api_key"] or "", option="api_key")
             self._client = RestClient(self.options["api_url"], auth=auth, name="hyperstack", rules=RULES,
+                                      before_send=self.paced,
                                       timeout=(10.0, self.options["request_timeout_s"] or 60.0))
         return self._client
 

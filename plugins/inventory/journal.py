@@ -15,8 +15,10 @@ description:
     O(statuses) and O(filters)).
   - Each host carries the connection variables that reach the VM with its pinned host key, exactly as
     C(provision) sets them after a launch (C(ansible_host), C(ansible_port), C(ansible_user),
-    C(ansible_ssh_private_key_file), C(ansible_ssh_common_args) with C(UserKnownHostsFile), C(HostKeyAlias) and
-    C(StrictHostKeyChecking=yes)), plus C(ansible_python_interpreter) where the VM's Python is known.
+    C(ansible_ssh_private_key_file), C(ansible_ssh_common_args) with C(UserKnownHostsFile), C(HostKeyAlias),
+    C(StrictHostKeyChecking=yes) and C(IdentitiesOnly=yes)), plus C(ansible_python_interpreter) where the VM's
+    Python is known, and one dict, C(gpuprov), with the rest of the VM's record (see the notes). A VM the journal
+    has no SSH endpoint for (a leaked one) has no connection variables.
   - The pinned host keys are the journal's. Before the hosts are added, C(known_hosts) and the ssh config in the
     gpuprov state directory are generated from the journal (as every M(gpuprov.cloud.vm) run does), so a new
     controller with an empty state directory (a new AWX job) reaches every VM with the key pinned for it.
@@ -103,17 +105,20 @@ notes:
     from the journal on every uncached read. Under AWX, an inventory source is synced in a job of its own, so its
     file paths do not reach later jobs: there, the job templates add the VM with C(add_host) from the journal
     instead (see the collection's docs/awx.md)."
-  - "Host variables are only what a connection and the collection's playbooks need: the connection variables
-    above, C(gpuprov_journal) (the journal read), C(gpuprov_clouds) (the VM's cloud), C(gpuprov_gpu) and
-    C(gpuprov_gpu_count), so C(ansible-playbook gpuprov.cloud.down -i <this file>) tears down exactly these VMs,
-    in the journal they came from, and C(gpuprov.cloud.provision -i <this file>) re-checks them as they were
+  - "Each host has the connection variables above and one more variable, C(gpuprov), a dict with the rest of the
+    VM's record: C(name) (the VM name, whichever field names the host), C(journal) (the journal read, a DSN shown
+    without its password), C(cloud), C(region), C(zone), C(instance_id), C(instance_type), C(gpu), C(gpu_count),
+    C(status), C(stage) (the launch's or k3s's last stage), C(host_key_alias), C(tags) (the VM's user tags, a dict)
+    and C(updated_at) (seconds since the epoch). A key the journal has no value for is there as null. In a play:
+    C(gpuprov.instance_id); in O(compose), O(groups) and O(keyed_groups): C(gpuprov.cloud), C(gpuprov.tags.team)."
+  - "The C(down) playbook reads C(gpuprov.journal), and C(provision) C(gpuprov.journal), C(gpuprov.cloud),
+    C(gpuprov.gpu) and C(gpuprov.gpu_count) (before the C(gpuprov_journal), C(gpuprov_clouds), ... variables of
+    the inventory's groups), so C(ansible-playbook gpuprov.cloud.down -i <this file>) tears down exactly these
+    VMs, in the journal they came from, and C(gpuprov.cloud.provision -i <this file>) re-checks them as they were
     asked for, without launching elsewhere."
-  - "The rest of the VM's record is one dict, C(gpuprov), with the keys C(name), C(cloud), C(region), C(zone),
-    C(instance_id), C(instance_type), C(gpu), C(gpu_count), C(status), C(stage), C(host_key_alias), C(tags) (the
-    VM's user tags, a dict) and C(updated_at) (seconds since the epoch): in a play, C(gpuprov.instance_id)."
-  - "In O(compose), O(groups) and O(keyed_groups), each key of C(gpuprov) is also there as C(gpuprov_<key>)
-    (C(gpuprov_cloud), C(gpuprov_instance_id), ...), the host variables of earlier releases; in plays, use
-    C(gpuprov.<key>) instead."
+  - "There are no other host variables. The flat names of earlier development snapshots (C(gpuprov_journal),
+    C(gpuprov_clouds), C(gpuprov_gpu), C(gpuprov_gpu_count) on each host, and C(gpuprov_<key>) for each key of
+    C(gpuprov) in compose, groups and keyed_groups) are gone: use C(gpuprov.<key>)."
 """
 
 EXAMPLES = r"""
@@ -142,19 +147,22 @@ cache_connection: ~/.cache/gpuprov-inventory
 cache_timeout: 300
 
 ---
-# leaked.gpuprov_journal.yml: another journal, leaked VMs too, extra groups from the host variables
+# leaked.gpuprov_journal.yml: another journal, leaked VMs too, extra groups and variables from the gpuprov dict
 plugin: gpuprov.cloud.journal
 journal: /srv/gpuprov/journal.sqlite
 statuses: [running, leaked]
 groups:
-  gpu_hosts: gpuprov_gpu is not none
+  gpu_hosts: gpuprov.gpu is not none
 keyed_groups:
   - key: gpuprov.gpu | default('none', true)
     prefix: gpu
   - key: gpuprov.tags.team | default('none')
     prefix: team
+  - key: gpuprov.cloud
+    prefix: via
 compose:
   gpus: gpuprov.gpu_count | default(0, true)
+  instance: gpuprov.instance_id
 """
 
 import os
@@ -183,7 +191,9 @@ HOSTNAME_FIELDS = ("name", "instance_id", "host_key_alias", "ssh_host")
 # The fields ``filters`` may select on, besides ``tag:<key>``.
 FILTER_FIELDS = ("cloud", "region", "zone", "status", "instance_type", "gpu")
 TAG_PREFIX = "tag:"
-# The host variable that holds the VM's record beyond what a connection needs, and its keys (``tags`` besides).
+# The one host variable besides the connection's: the VM's record, its keys the projection's columns of the
+# same name (``journal`` and ``tags`` besides, set in record_of). One dict, not a variable per key: Ansible's
+# cost per host grows with every variable and value it is given (checked, tagged, copied, written out).
 RECORD = "gpuprov"
 RECORD_KEYS = ("name", "cloud", "region", "zone", "instance_id", "instance_type", "gpu", "gpu_count", "status",
                "stage", "host_key_alias", "updated_at")
@@ -264,20 +274,12 @@ def matches(row, tags, filters):
     return True
 
 
-def record_of(row, tags):
+def record_of(row, tags, journal_shown):
     """The VM's record as the ``gpuprov`` host variable holds it."""
     record = {key: row.get(key) for key in RECORD_KEYS}
+    record["journal"] = journal_shown
     record["tags"] = tags
     return record
-
-
-def construction_vars(hostvars):
-    """The host's variables as compose, groups and keyed_groups see them: each key of the record also
-    as ``gpuprov_<key>`` (the flat host variables of earlier releases, which configurations still use)."""
-    found = dict(hostvars)
-    for key, value in (hostvars.get(RECORD) or {}).items():
-        found.setdefault("%s_%s" % (RECORD, key), value)
-    return found
 
 
 def connection_vars(row, state_dir, key_path, python_interpreter=None, files=None):
@@ -352,15 +354,8 @@ def host_entries(rows, states, state_dir, key_path, journal_path, statuses=("run
         if row.get("zone"):
             groups.append(group("zone", row["zone"]))
         groups.append(group("status", row["status"]))
-        # What the collection's playbooks read per host (provision: the GPU asked for; down: the journal),
-        # then the rest of the record in one dict.
-        variables = {"gpuprov_journal": journal_shown, "gpuprov_gpu": row.get("gpu"),
-                     "gpuprov_gpu_count": row.get("gpu_count"), RECORD: record_of(row, tags)}
-        if row.get("cloud"):
-            variables["gpuprov_clouds"] = [row["cloud"]]
-        connection = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)), files)
-        if connection:
-            variables.update(connection)
+        variables = connection_vars(row, state_dir, key_path, python_of(row, states.get(name)), files) or {}
+        variables[RECORD] = record_of(row, tags, journal_shown)
         out.append((host, groups, variables))
     return out
 
@@ -506,7 +501,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 self.inventory.set_variable(name, key, value)
             if not (compose or composed or keyed):
                 continue    # nothing to construct: the host's variables are not read back (thousands of hosts)
-            hostvars = construction_vars(self.inventory.get_host(name).get_vars())
+            hostvars = self.inventory.get_host(name).get_vars()
             self._set_composite_vars(compose, hostvars, name, strict=strict)
             self._add_host_to_composed_groups(composed, hostvars, name, strict=strict)
             self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)

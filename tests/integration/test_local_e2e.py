@@ -112,6 +112,23 @@ def test_two_vms_in_one_play(ansible):
     assert ansible.live_sshd() == []
 
 
+def test_the_journal_inventory_drives_provision_and_down_in_its_own_journal(ansible):
+    """A journal inventory host's gpuprov dict is what provision and down read: its journal (not the default
+    one) and its cloud, so both act on the VM where it is, with no -e naming the journal."""
+    elsewhere = ansible.home / "team" / "journal.sqlite"
+    elsewhere.parent.mkdir()
+    up = ansible.playbook("provision", "-e", "vm=inv1", "-e", "gpuprov_journal=%s" % elsewhere)
+    assert up.rc == 0 and up.recap()["inv1"]["changed"] == 1, up
+    source = ansible.home / "team.gpuprov.yml"
+    source.write_text("plugin: gpuprov.cloud.journal\njournal: %s\n" % elsewhere)
+    again = ansible.playbook("provision", "-i", str(source))
+    assert again.rc == 0 and again.recap()["inv1"]["changed"] == 0, again
+    assert not ansible.journal_path.exists()          # the default journal was never opened
+    down = ansible.playbook("down", "-i", str(source))
+    assert down.rc == 0 and down.recap()["inv1"]["changed"] == 1, down
+    assert ansible.live_sshd() == []
+
+
 @pytest.mark.parametrize("args, expected", [
     (["-e", "vm=e2e-bad", "-e", "clouds=nimbus"], "clouds: unknown cloud 'nimbus'"),
     (["-e", "vm=Bad_Name"], "name: expected a DNS label"),

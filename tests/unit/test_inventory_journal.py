@@ -139,31 +139,24 @@ def test_only_running_vms_by_default():
     assert [e[0] for e in both] == ["up1", "gone1"]
     name, groups, variables = both[1]
     assert "status_leaked" in groups and "gpuprov_vms" in groups
-    # no endpoint: listed (down can retry it) but without connection variables
-    assert "ansible_host" not in variables and variables["gpuprov"]["status"] == "leaked"
+    # no endpoint: listed (down can retry it, in its journal) but without connection variables
+    assert list(variables) == ["gpuprov"] and variables["gpuprov"]["status"] == "leaked"
+    assert variables["gpuprov"]["journal"] == "/s/j"
 
 
-def test_host_variables():
-    row = _row("v1", gpu="H100", gpu_count=2)
+def test_host_variables_are_the_connection_and_one_gpuprov_dict():
+    row = _row("v1", gpu="H100", gpu_count=2, detail={"tags": {"team": "ml"}})
     entries = inv.host_entries([row], {"v1": _ready_state(row, "/py")}, "/s", "/s/k", "/s/journal.sqlite")
     [(_name, _groups, variables)] = entries
-    assert variables["gpuprov_journal"] == "/s/journal.sqlite"
-    assert variables["gpuprov_clouds"] == ["docker"]
-    assert variables["gpuprov_gpu"] == "H100" and variables["gpuprov_gpu_count"] == 2
     assert variables["ansible_python_interpreter"] == "/py"
     assert variables["ansible_ssh_private_key_file"] == "/s/k"
-    # Only what a connection and the playbooks need, and the rest of the record under one dict.
+    # The connection variables, then the whole rest of the record under one dict: no other variable.
     assert sorted(variables) == ["ansible_host", "ansible_port", "ansible_python_interpreter",
-                                 "ansible_ssh_common_args", "ansible_ssh_private_key_file", "ansible_user",
-                                 "gpuprov", "gpuprov_clouds", "gpuprov_gpu", "gpuprov_gpu_count", "gpuprov_journal"]
+                                 "ansible_ssh_common_args", "ansible_ssh_private_key_file", "ansible_user", "gpuprov"]
     assert variables["gpuprov"] == {
-        "name": "v1", "cloud": "docker", "region": "local", "zone": None, "instance_id": "id-v1",
-        "instance_type": "container", "gpu": "H100", "gpu_count": 2, "status": "running", "stage": "Ready",
-        "host_key_alias": "gpuprov-v1-0123456789ab", "updated_at": 1000.0, "tags": {}}
-    # compose, groups and keyed_groups also see the record's keys as the flat names of earlier releases
-    seen = inv.construction_vars(variables)
-    assert seen["gpuprov_instance_id"] == "id-v1" and seen["gpuprov_status"] == "running"
-    assert seen["gpuprov_gpu"] == "H100" and seen["gpuprov_tags"] == {}
+        "name": "v1", "journal": "/s/journal.sqlite", "cloud": "docker", "region": "local", "zone": None,
+        "instance_id": "id-v1", "instance_type": "container", "gpu": "H100", "gpu_count": 2, "status": "running",
+        "stage": "Ready", "host_key_alias": "gpuprov-v1-0123456789ab", "updated_at": 1000.0, "tags": {"team": "ml"}}
 
 
 def test_hostnames_the_first_field_with_a_value_and_each_name_once():
@@ -366,7 +359,9 @@ def test_list_hosts_groups_and_vars(home, ansible_inventory):
     assert hostvars["dock1"]["ansible_python_interpreter"] == "/usr/bin/python3"
     assert hostvars["gcp1"]["ansible_python_interpreter"] == "/usr/bin/python3.11"   # recorded by the launch
     assert hostvars["loc1"]["ansible_python_interpreter"]                              # the controller's
-    assert hostvars["gcp1"]["gpuprov_journal"] == str(journal)
+    assert hostvars["gcp1"]["gpuprov"]["journal"] == str(journal)
+    assert hostvars["gcp1"]["gpuprov"]["cloud"] == "gcp" and hostvars["gcp1"]["gpuprov"]["gpu"] == "L4"
+    assert not [k for host in hostvars.values() for k in host if k.startswith("gpuprov_")]   # no flat names
     assert dump(journal) == before      # read-only
 
 
@@ -388,7 +383,7 @@ def test_journal_and_ssh_key_options(home, ansible_inventory, tmp_path):
     assert _members(listing, "gpuprov_vms") == ["team1"]     # relative to the config file, not the default
     team = listing["_meta"]["hostvars"]["team1"]
     assert team["ansible_ssh_private_key_file"] == os.path.expanduser("~/keys/team_ed25519")
-    assert team["gpuprov_journal"] == str(other)
+    assert team["gpuprov"]["journal"] == str(other)
     # the known hosts file stays the state directory's (where the launch pinned the key)
     assert "UserKnownHostsFile=%s " % (home / "known_hosts") in team["ansible_ssh_common_args"]
 
@@ -409,18 +404,29 @@ def test_statuses_option(home, ansible_inventory):
     assert _members(listing, "status_leaked") == ["bad1"]
 
 
-def test_constructed_features(home, ansible_inventory):
-    write_journal(home / "journal.sqlite", [_row("c1", gpu="H100", gpu_count=8), _row("c2")])
+def test_constructed_features_read_the_gpuprov_dict(home, ansible_inventory):
+    write_journal(home / "journal.sqlite", [_row("c1", gpu="H100", gpu_count=8, detail={"tags": {"team": "ml"}}),
+                                            _row("c2")])
     listing, _err = ansible_inventory.list(ansible_inventory.config(
         "plugin: gpuprov.cloud.journal\n"
-        "compose:\n  gpus: gpuprov_gpu_count | default(0, true)\n"
-        "groups:\n  gpu_hosts: gpuprov_gpu is not none\n"
-        "keyed_groups:\n  - key: gpuprov_cloud\n    prefix: via\n  - key: gpuprov.stage\n    prefix: stage\n"))
+        "compose:\n  gpus: gpuprov.gpu_count | default(0, true)\n  where: gpuprov.cloud ~ '/' ~ gpuprov.region\n"
+        "groups:\n  gpu_hosts: gpuprov.gpu is not none\n"
+        "keyed_groups:\n  - key: gpuprov.cloud\n    prefix: via\n  - key: gpuprov.stage\n    prefix: stage\n"
+        "  - key: gpuprov.tags.team | default('none')\n    prefix: team\n"))
     assert _members(listing, "gpu_hosts") == ["c1"]
-    assert _members(listing, "via_docker") == ["c1", "c2"]           # the flat name of earlier releases
-    assert _members(listing, "stage_Ready") == ["c1", "c2"]          # the record's key
-    assert "gpuprov_cloud" not in listing["_meta"]["hostvars"]["c1"]   # not a host variable any more
-    assert listing["_meta"]["hostvars"]["c1"]["gpus"] == 8 and listing["_meta"]["hostvars"]["c2"]["gpus"] == 0
+    assert _members(listing, "via_docker") == ["c1", "c2"] and _members(listing, "stage_Ready") == ["c1", "c2"]
+    assert _members(listing, "team_ml") == ["c1"] and _members(listing, "team_none") == ["c2"]
+    hostvars = listing["_meta"]["hostvars"]
+    assert hostvars["c1"]["gpus"] == 8 and hostvars["c2"]["gpus"] == 0 and hostvars["c1"]["where"] == "docker/local"
+
+
+def test_the_flat_names_are_gone_from_constructed_features_too(home, ansible_inventory):
+    """gpuprov_<key> (the flat names of earlier development snapshots) is undefined: strict says so by name."""
+    write_journal(home / "journal.sqlite", [_row("f1")])
+    config = ansible_inventory.config("plugin: gpuprov.cloud.journal\nstrict: true\n"
+                                      "keyed_groups:\n  - key: gpuprov_cloud\n    prefix: via\n")
+    proc = ansible_inventory.run(config, "--list")
+    assert "gpuprov_cloud" in proc.stderr and "via_docker" not in proc.stdout, proc.stderr
 
 
 def test_keyed_groups_alone_still_construct(home, ansible_inventory):
@@ -559,7 +565,7 @@ def test_a_postgresql_journal_with_the_journal_password_option(home, ansible_inv
         listing, err = ansible_inventory.list(ansible_inventory.config(
             config + "journal_password: %s\n" % pg_server.PASSWORD, name="pg.gpuprov.yml"))
         assert _members(listing, "gpuprov_vms") == ["pg1"], err
-        assert listing["_meta"]["hostvars"]["pg1"]["gpuprov_journal"] == dsn     # shown without a password
+        assert listing["_meta"]["hostvars"]["pg1"]["gpuprov"]["journal"] == dsn     # shown without a password
         assert pg_server.PASSWORD not in json.dumps(listing) + err
         # Without it: a clear error naming where a password comes from, never a traceback.
         proc = ansible_inventory.run(ansible_inventory.config(config, name="nopw.gpuprov.yml"), "--list")

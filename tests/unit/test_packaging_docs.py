@@ -151,7 +151,7 @@ PLAYBOOKS = sorted(path.stem for path in (REPO / "playbooks").glob("*.yml"))
 
 def test_the_variable_reader_finds_what_a_playbook_reads():
     found = playbook_variables(REPO / "playbooks" / "down.yml")
-    assert {"vm", "name", "gpuprov_cloud_options", "gpuprov_journal"} == found
+    assert {"vm", "name", "gpuprov", "gpuprov_cloud_options", "gpuprov_journal"} == found
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)

@@ -270,25 +270,30 @@ class LimitedProvider(ScriptedProvider):
 
 
 def test_the_fleet_keeps_its_requests_together_under_the_documented_limit(journal, clock):
+    """Two at once, then one every 0.2 s, between all workers: each request waits for its slot, in the order they
+    came, just before it is sent; none is refused, so no step loses the requests it made already."""
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock.advance(seconds)
+
     clouds = [LimitedProvider(offers=[offer("fake", "r1")]) for _worker_no in range(2)]   # one adapter a worker
-    first, second = _worker(journal, clouds[0], "a"), _worker(journal, clouds[1], "b")
+    first, second = (_worker(journal, cloud, owner, sleeps=None) for cloud, owner in zip(clouds, "ab", strict=True))
+    for worker in (first, second):
+        worker._share._sleep = sleep
     first.observe(WHERE, "vm1")
     second.observe(WHERE, "vm2")          # the bucket's two at once, between both workers
-    with pytest.raises(SharedWait) as waited:
-        first.observe(WHERE, "vm1")
-    assert waited.value.after == pytest.approx(0.2) and "documented limit (2 at once, then 5 per 1s)" in waited.value.note
-    assert clouds[0].calls["observe"] == 1    # the third never reached the cloud
-    clock.advance(0.2)
-    second.observe(WHERE, "vm2")
-    # A call's further requests take their own, slept out inside the call when the wait is short.
-    sleeps = []
-    third = FleetShare(journal, "c", sleep=lambda s: (sleeps.append(s), clock.advance(s)))
-    third.in_machine = True
-    paced = third.gate("fake", LimitedProvider(offers=[offer("fake", "r1")]), {"api_url": "https://one.example"}, {})
-    clock.advance(0.2)
-    paced._adapter.observe = lambda location, vm_name: [paced._adapter.paced(), paced._adapter.paced()] and []
-    assert paced.observe(WHERE, "vm3") == [] and sleeps == [pytest.approx(0.2)]
+    assert sleeps == []
+    first.observe(WHERE, "vm1")           # the third waits 0.2 s for its slot
+    second.observe(WHERE, "vm2")          # the fourth waits its own 0.2 s after it
+    assert sleeps == [pytest.approx(0.2), pytest.approx(0.2)]
+    assert clouds[0].calls["observe"] == clouds[1].calls["observe"] == 2
+    rows = FleetRows(journal)
+    assert rows.take(first.scope, [(2.0, 5.0)]) == pytest.approx(0.2)     # a reservation queues behind
+    assert rows.take(first.scope, [(2.0, 5.0)]) == pytest.approx(0.4)
     assert ApiLimit(250, 60.0).bucket() == (25.0, 3.75) and str(ApiLimit(250, 60.0)) == "250 requests a minute"
+    assert str(ApiLimit(20, 1.0, burst=100)) == "100 at once, then 20 per 1s"
 
 
 def test_outside_a_machine_the_gate_sleeps_the_wait_out_and_then_calls(journal, clock):

@@ -26,9 +26,9 @@ of a run that drives a machine (the vm task) and shares, through the journal (fl
 
 While one worker asks a shared question, the others wait SHARE_WAIT_S and look again; its claim lasts
 CLAIM_S, so a worker killed mid-call holds nobody up for longer. Waits are the executor's (a ``SharedWait``,
-cancellable) but for two: a request of the budget inside an adapter call already under way, slept out here
-when it is short (INLINE_PACE_MAX_S: the call's earlier requests would be lost), and any wait of a call made
-outside a machine's step (``FleetShare.in_machine``), which has no step to run again.
+cancellable) but for two: a request's slot in the budget, slept out here just before it is sent (a step run
+again would lose the requests it made already), and any wait of a call made outside a machine's step
+(``FleetShare.in_machine``), which has no step to run again.
 """
 
 from __future__ import annotations
@@ -51,9 +51,6 @@ LOOKUP_SHARE_S = 120.0
 # How long a worker waits for another's answer before it looks again, and how long a claim lasts.
 SHARE_WAIT_S = 0.5
 CLAIM_S = 30.0
-# The longest wait for the budget slept inside an adapter call (its earlier requests are not lost); a longer
-# one ends the step with a SharedWait instead.
-INLINE_PACE_MAX_S = 5.0
 
 T = TypeVar("T")
 
@@ -97,7 +94,8 @@ class FleetShare:
         self.sleep(seconds)
 
     def sleep(self, seconds: float) -> None:
-        """Sleep ``seconds`` (at most THROTTLE_HOLD_MAX_S) here: a short wait inside an adapter call."""
+        """Sleep ``seconds`` (at most THROTTLE_HOLD_MAX_S) here: a request's turn in the budget, or any wait
+        outside a machine."""
         self._sleep(max(0.0, min(seconds, THROTTLE_HOLD_MAX_S)))
 
     def gate(self, cloud: str, adapter: Provider, options: Dict[str, Any], public: Dict[str, Any]) -> "GatedAdapter":
@@ -118,33 +116,18 @@ class GatedAdapter:
         self.scope = scope
         adapter.lookups = self._lookup
         self._buckets = [limit.bucket() for limit in adapter.api_limits]
-        self._prepaid = False   # the request a gated call took before it began, for its first request
         if self._buckets:
             adapter.pacer = self._pace
         # A search's later rounds plan afresh (vm/launch.py sets it).
         self.fresh_plans = False
 
-    def _take(self, inline: bool) -> None:
-        """One request from the account's buckets, waiting for it: a SharedWait before a call begins (nothing
-        is lost), slept out inside a call (its earlier requests would be lost) unless it is long."""
-        while True:
-            wait = self._share.rows.take(self.scope, self._buckets)
-            if wait <= 0:
-                return
-            if inline and wait <= INLINE_PACE_MAX_S:
-                self._share.sleep(wait)
-                continue
-            limits = " and ".join(str(limit) for limit in self._adapter.api_limits)
-            self._share.wait(wait, "the fleet keeps its requests to %s under its documented limit (%s): this VM "
-                             "waits its turn" % (self._cloud, limits))
-
     def _pace(self) -> None:
-        """Before each request the adapter sends (``Provider.paced``): the call's first goes on what the gate
-        took for it; each further one takes its own."""
-        if self._prepaid:
-            self._prepaid = False
-            return
-        self._take(inline=True)
+        """Before each request the adapter sends (``Provider.paced``): its slot in the account's budget, waited
+        for here. Not a SharedWait: a step run again would lose the requests it made already, and the fleet
+        could then spend its whole budget on first requests (a livelock)."""
+        wait = self._share.rows.take(self.scope, self._buckets)
+        if wait > 0:
+            self._share.sleep(wait)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._adapter, name)
@@ -163,17 +146,12 @@ class GatedAdapter:
         if hold is not None:
             self._share.wait(hold.seconds, "%s asked this account to slow down: every VM holds its calls %.1f s "
                              "more (%s)" % (self._cloud, hold.seconds, hold.reason))
-        if self._buckets:
-            self._take(inline=False)
-            self._prepaid = True
         try:
             return call(*args, **kwargs)
         except ProviderError as exc:
             if exc.throttled:
                 rows.throttled(self.scope, exc.msg[:300], exc.retry_after)
             raise
-        finally:
-            self._prepaid = False
 
     # -- shared answers --------------------------------------------------------------------
     def _shared(self, kind: str, parts: List[Any], fresh: Callable[[Optional[float]], bool],

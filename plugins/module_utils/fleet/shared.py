@@ -135,8 +135,10 @@ class FleetRows:
 
     # -- the budget -----------------------------------------------------------------------
     def take(self, scope: str, buckets: Sequence[Tuple[float, float]]) -> float:
-        """Take one request from each of ``scope``'s token ``buckets`` ((size, refill per second), full at first):
-        0.0 when every bucket had one (taken), else the seconds until they all will (nothing taken)."""
+        """Reserve one request in each of ``scope``'s token ``buckets`` ((size, refill per second), full at first)
+        and return how long to wait before sending it: 0.0 while they hold one, else until its turn comes. A
+        reservation is a debt the refill pays back, so the fleet's requests queue in the order they came and
+        none is ever refused: a request waits for its slot, and the step that makes it keeps its earlier ones."""
         now = self.now()
         with self.journal.transaction() as tx:
             levels = []
@@ -145,10 +147,8 @@ class FleetRows:
                                  (scope, index)).fetchone()
                 tokens = size if row is None else min(size, float(row[0]) + max(0.0, now - float(row[1])) * rate)
                 levels.append((index, tokens, rate, row is not None))
-            short = [(1.0 - tokens) / rate if rate > 0 else THROTTLE_HOLD_MAX_S
-                     for _index, tokens, rate, _known in levels if tokens < 1.0]
-            if short:
-                return max(short)
+            wait = max([(1.0 - tokens) / rate if rate > 0 else THROTTLE_HOLD_MAX_S
+                        for _index, tokens, rate, _known in levels if tokens < 1.0] or [0.0])
             for index, tokens, _rate, known in levels:
                 if known:
                     tx.execute("UPDATE fleet_budget SET tokens = ?, updated_at = ? WHERE scope = ? AND bucket = ?",
@@ -156,7 +156,7 @@ class FleetRows:
                 else:
                     tx.execute("INSERT INTO fleet_budget (scope, bucket, tokens, updated_at) VALUES (?, ?, ?, ?)",
                                (scope, index, tokens - 1.0, now))
-        return 0.0
+        return wait
 
     # -- throttle -----------------------------------------------------------------------
     def hold(self, scope: str) -> Optional[Hold]:

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import reconcile_clouds, validation_spec
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import, missing_package
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
@@ -27,6 +28,11 @@ try:
 except ImportError as exc:
     VmService = None
     SERVICE_IMPORT_ERROR = exc
+else:
+    # The default cloud's adapter too (the local cloud: no SDK, a few ms to import, tens where no bytecode is
+    # cached); the other adapters stay imported only by the workers whose task names their cloud, so that a
+    # run never loads an SDK it does not use.
+    registry.preload(registry.DEFAULT_CLOUD)
 # The SSH check's client, for the same reason: vm/ssh.py imports it only when a check runs, so that what merely
 # reads the journal (the inventory, status) never pays for it; every vm task but a dry run makes a check.
 try:

@@ -72,3 +72,30 @@ def test_offers_without_the_sdk_says_what_to_install(cloud):
     assert named in requirement_names(os.path.join(COLLECTION_ROOT, "requirements", "%s.txt" % cloud))
     assert "Traceback" not in done.stderr and "NameError" not in result["msg"]
     assert answer["loaded"] == []   # the hidden package really was not there
+
+
+def test_the_vm_action_brings_the_default_clouds_adapter_and_no_other():
+    """ansible-playbook imports the vm action once, before it forks a worker per VM: the local cloud's adapter
+    comes with it (no worker imports it again), no other cloud's adapter or SDK does."""
+    probe = textwrap.dedent("""
+        import sys
+        import ansible_collections.gpuprov.cloud.plugins.action.vm
+        prefix = "ansible_collections.gpuprov.cloud.plugins.module_utils.providers."
+        print(sorted(m[len(prefix):] for m in sys.modules if m.startswith(prefix) and m.count(".") == 6))
+        print(sorted(m for m in ("boto3", "google", "docker", "nebius", "requests") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], env=dict(os.environ), capture_output=True, text=True,
+                          timeout=120, check=True)
+    adapters, sdks = done.stdout.splitlines()
+    assert "'local'" in adapters
+    assert not {"'aws'", "'gcp'", "'docker'", "'nebius'", "'lambda_cloud'"} & set(adapters.strip("[]").split(", "))
+    assert sdks == "[]"
+
+
+def test_preloading_an_adapter_that_cannot_load_leaves_the_message_to_get_provider(monkeypatch):
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ProviderError
+    monkeypatch.setitem(registry.ADAPTERS, "nowhere", ("no_such_adapter", "NowhereProvider"))
+    registry.preload("nowhere")   # no exception
+    with pytest.raises(ProviderError, match="the nowhere adapter cannot load"):
+        registry.get_provider("nowhere")

@@ -78,6 +78,17 @@ def cloud_options_argument_spec() -> Dict[str, Any]:
     return {cloud: dict(type="dict", options=argument_spec(OPTION_SPECS[cloud])) for cloud in sorted(OPTION_SPECS)}
 
 
+def preload(cloud: str) -> None:
+    """Import ``cloud``'s adapter now, if it can be: a process that forks workers (ansible-playbook's
+    strategy) so hands it to every one of them instead of each importing it again. An adapter that
+    cannot load is left to get_provider, which says why."""
+    module_name = ADAPTERS[cloud][0]
+    try:
+        importlib.import_module(module_name if "." in module_name else _PREFIX + module_name)
+    except ImportError:
+        pass
+
+
 def get_provider(cloud: str, options: Optional[Dict[str, Any]] = None,
                  journal_id: Optional[str] = None) -> Provider:
     """Instantiate the adapter for ``cloud`` or raise InvalidRequest naming the field.

@@ -13,7 +13,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal impo
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import BootScript, Capabilities
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import ssh
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.context import VmContext
-from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import build_settings
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.vm_settings import build_settings
 
 LIMITS = Limits(expires_at=2_000_000_000)
 K3S = BootScript(script="#!/bin/bash\necho k3s\nexec true\n", env={"K3S_TOKEN": "x"})

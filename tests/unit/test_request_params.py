@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import provider_args, request_params
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import ProviderError
-from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import InvalidParameters, build_settings
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.vm_settings import InvalidParameters, build_settings
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUnitTestOnlyNotARealKey000000000000000 unit@test"
 VM = {"name": "rq1", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],

@@ -9,9 +9,8 @@ import pytest
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import Journal
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm import projection, ssh
-from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import (
-    InvalidParameters, VmService, build_settings,
-)
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.service import VmService
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.vm_settings import InvalidParameters, build_settings
 
 BASE = {"name": "svc", "state": "present", "clouds": ["local"], "gpu": None, "gpu_count": 1, "regions": [],
         "spot": False, "retry_until_up": False, "boot_timeout": None, "ssh_timeout": 60, "teardown_timeout": 60,

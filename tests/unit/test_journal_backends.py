@@ -552,3 +552,7 @@ def test_the_fleets_claims_answers_and_throttle_holds(journal):
     held = rows.throttled("cloud:acct", "HTTP 429: slow down", 20.0)
     assert 0 < held.seconds <= 20.0 and rows.hold("cloud:acct").reason == "HTTP 429: slow down"
     assert rows.throttled("cloud:acct", "again", None).seconds >= held.seconds - 1   # never shortened
+    # The budget: two at once, then the third waits its turn (a reservation), the fourth after it.
+    assert rows.take("cloud:acct", [(2.0, 0.001)]) == 0.0 and rows.take("cloud:acct", [(2.0, 0.001)]) == 0.0
+    third, fourth = rows.take("cloud:acct", [(2.0, 0.001)]), rows.take("cloud:acct", [(2.0, 0.001)])
+    assert 0 < third < fourth <= 2000.0

@@ -139,23 +139,25 @@ class FleetRows:
         and return how long to wait before sending it: 0.0 while they hold one, else until its turn comes. A
         reservation is a debt the refill pays back, so the fleet's requests queue in the order they came and
         none is ever refused: a request waits for its slot, and the step that makes it keeps its earlier ones."""
-        now = self.now()
+        wait = 0.0
         with self.journal.transaction() as tx:
-            levels = []
+            now = self.now()
             for index, (size, rate) in enumerate(buckets):
-                row = tx.execute("SELECT tokens, updated_at FROM fleet_budget WHERE scope = ? AND bucket = ?",
-                                 (scope, index)).fetchone()
-                tokens = size if row is None else min(size, float(row[0]) + max(0.0, now - float(row[1])) * rate)
-                levels.append((index, tokens, rate, row is not None))
-            wait = max([(1.0 - tokens) / rate if rate > 0 else THROTTLE_HOLD_MAX_S
-                        for _index, tokens, rate, _known in levels if tokens < 1.0] or [0.0])
-            for index, tokens, _rate, known in levels:
-                if known:
-                    tx.execute("UPDATE fleet_budget SET tokens = ?, updated_at = ? WHERE scope = ? AND bucket = ?",
-                               (tokens - 1.0, now, scope, index))
-                else:
-                    tx.execute("INSERT INTO fleet_budget (scope, bucket, tokens, updated_at) VALUES (?, ?, ?, ?)",
-                               (scope, index, tokens - 1.0, now))
+                tx.execute("INSERT INTO fleet_budget (scope, bucket, tokens, updated_at) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (scope, bucket) DO NOTHING", (scope, index, size, now))
+                # One UPDATE does the arithmetic on the row as the last writer left it (PostgreSQL re-reads a row
+                # another transaction changed meanwhile; SQLite holds the whole journal): never a lost update,
+                # and a time older than the row's refills nothing (a bucket stamped back would refill twice).
+                tx.execute("UPDATE fleet_budget SET tokens = CASE WHEN tokens + ? * "
+                           "(CASE WHEN ? > updated_at THEN ? - updated_at ELSE 0 END) > ? THEN ? ELSE tokens + ? * "
+                           "(CASE WHEN ? > updated_at THEN ? - updated_at ELSE 0 END) END - 1, "
+                           "updated_at = CASE WHEN ? > updated_at THEN ? ELSE updated_at END "
+                           "WHERE scope = ? AND bucket = ?",
+                           (rate, now, now, size, size, rate, now, now, now, now, scope, index))
+                left = float(tx.execute("SELECT tokens FROM fleet_budget WHERE scope = ? AND bucket = ?",
+                                        (scope, index)).fetchone()[0])
+                if left < 0:
+                    wait = max(wait, -left / rate if rate > 0 else THROTTLE_HOLD_MAX_S)
         return wait
 
     # -- throttle -----------------------------------------------------------------------

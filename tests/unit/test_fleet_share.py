@@ -316,8 +316,8 @@ def test_a_shared_wait_waits_like_a_poll_and_leaves_the_retry_streak_counting(jo
         waits.append(seconds)
         clock.advance(seconds)
 
-    outcome = Executor(journal, machine, clock=clock, heartbeat=False).run("k", lambda row, kind: {"kind": "A"},
-                                                                          wait_poll=wait)
+    executor = Executor(journal, machine, clock=clock, heartbeat=False)
+    outcome = executor.run("k", lambda row, kind: {"kind": "A"}, wait_poll=wait)
 
     assert outcome.state == {"kind": "Failed", "from": "A", "error": "again"}   # two Retries in a row, held between
     assert waits == [1.0, 4.0]

@@ -35,7 +35,7 @@ class ListingProvider(ScriptedProvider):
 
     def observe_all(self, location):
         self.calls["observe_all"] += 1
-        return [seen for seen in self._listing(location)]
+        return self._listing(location)
 
     def _listing(self, location):
         found = []

@@ -233,18 +233,27 @@ class RunpodProvider(TypedOptionsProvider):
 
     # -- observe / delete / cleanup ------------------------------------------------------
 
-    def _pods(self, vm: str) -> List[Dict[str, Any]]:
+    def _pods(self, vm: Optional[str]) -> List[Dict[str, Any]]:
+        """The account's pods of VM ``vm`` (None: of every gpuprov VM): named as the VM, with its name in the env."""
         body = self.api.get("pods")
         pods = body.get("pods") if isinstance(body, dict) else None
         if not isinstance(pods, list):
             raise self._malformed("GET /v2/pods", "expected {\"pods\": [...]}")
-        return [pod for pod in pods if isinstance(pod, dict) and pod.get("name") == vm
-                and isinstance(pod.get("env"), dict) and pod["env"].get(catalog.VM_NAME_ENV) == vm]
+        return [pod for pod in pods if isinstance(pod, dict) and pod.get("name") and (vm is None or pod["name"] == vm)
+                and isinstance(pod.get("env"), dict) and pod["env"].get(catalog.VM_NAME_ENV) == pod["name"]]
 
     def observe(self, location: Location, vm_name: str) -> List[Observed]:
-        vm = validate_vm_name(vm_name)
+        return self._observed_at(location, self._pods(validate_vm_name(vm_name)))
+
+    def observe_all(self, location: Location) -> Optional[List[Observed]]:
+        """Every gpuprov pod of the account at ``location`` (the fleet's poll: one listing)."""
+        if not self.journal_id:
+            return None
+        return self._observed_at(location, self._pods(None))
+
+    def _observed_at(self, location: Location, pods: List[Dict[str, Any]]) -> List[Observed]:
         out = []
-        for pod in self._pods(vm):
+        for pod in pods:
             placed = pod.get("dataCenterId")
             if location.region != ANY_REGION and placed and placed != location.region:
                 continue  # another attempt's pod, observed at its own location

@@ -50,7 +50,6 @@ chained to them.
 
 from __future__ import annotations
 
-import base64
 import json as jsonlib
 import logging
 import ssl
@@ -62,12 +61,16 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     BlockScope, ErrorKind, ProviderError,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import DEFAULT_MAX_PAGES, Listing
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest_auth import (
+    REDACTED, BasicAuth, BearerToken, HeaderToken, secret_value,
+)
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.rest_errors import (
     DEFAULT_RULES, MALFORMED_BODY, Rule, RestError, _EXCERPT_CHARS, _excerpt, classify, parse_retry_after, vendor_error,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_package
 
-# The error model lives in rest_errors.py; adapters import it from here with the client.
+# The error model lives in rest_errors.py and the static auths in rest_auth.py; adapters import them from here
+# with the client.
 __all__ = ("DEFAULT_RULES", "MALFORMED_BODY", "Rule", "RestError", "classify", "parse_retry_after",
            "vendor_error", "RestClient", "BearerToken", "HeaderToken", "BasicAuth", "ClientCredentialsToken",
            "TOKEN_RULES", "NextLink", "Cursor", "PageNumber")
@@ -85,7 +88,7 @@ _LOG = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)      # (connect, read) seconds
 DEFAULT_USER_AGENT = "gpuprov.cloud (+https://github.com/gpuprov/cloud)"
-_REDACTED = "***"
+_REDACTED = REDACTED
 
 Timeout = Union[float, Tuple[float, float]]
 
@@ -102,72 +105,7 @@ def _dig(body: Any, dotted: str, missing: Any = None) -> Any:
     return body
 
 
-# -- auth --------------------------------------------------------------------------------
-
-def _secret_value(value: Any, option: str) -> str:
-    text = value.strip() if isinstance(value, str) else ""
-    if not text:
-        raise ProviderError(ErrorKind.CREDENTIALS, "%s: empty; set the option or its environment variable" % option,
-                            BlockScope.CLOUD)
-    return text
-
-
-class BearerToken:
-    """``Authorization: Bearer <token>``."""
-
-    refreshable = False
-
-    def __init__(self, token: str, option: str = "api_key"):
-        self._token = _secret_value(token, option)
-
-    def headers(self) -> Dict[str, str]:
-        return {"Authorization": "Bearer " + self._token}
-
-    def secrets(self) -> Tuple[str, ...]:
-        return (self._token,)
-
-    def __repr__(self) -> str:
-        return "BearerToken(%s)" % _REDACTED
-
-
-class HeaderToken:
-    """A key in a header of the vendor's choosing (Hyperstack: ``api_key: <key>``)."""
-
-    refreshable = False
-
-    def __init__(self, header: str, value: str, option: str = "api_key"):
-        self.header = header
-        self._value = _secret_value(value, option)
-
-    def headers(self) -> Dict[str, str]:
-        return {self.header: self._value}
-
-    def secrets(self) -> Tuple[str, ...]:
-        return (self._value,)
-
-    def __repr__(self) -> str:
-        return "HeaderToken(%r, %s)" % (self.header, _REDACTED)
-
-
-class BasicAuth:
-    """HTTP basic auth (Lambda also takes the key as the user name with an empty password)."""
-
-    refreshable = False
-
-    def __init__(self, username: str, password: str = "", option: str = "api_key"):
-        self._username = _secret_value(username, option)
-        self._password = password or ""
-        self._encoded = base64.b64encode(("%s:%s" % (self._username, self._password)).encode("utf-8")).decode("ascii")
-
-    def headers(self) -> Dict[str, str]:
-        return {"Authorization": "Basic " + self._encoded}
-
-    def secrets(self) -> Tuple[str, ...]:
-        return tuple(s for s in (self._username, self._password, self._encoded) if s)
-
-    def __repr__(self) -> str:
-        return "BasicAuth(%s)" % _REDACTED
-
+# -- auth (the static kinds: rest_auth.py) ------------------------------------------------
 
 # The token endpoint answers a bad client id or secret with 400 or 401 (RFC 6749 5.2):
 # either way the credentials are wrong, never the request.
@@ -194,8 +132,8 @@ class ClientCredentialsToken:
                  user_agent: str = DEFAULT_USER_AGENT, refresh_margin_s: float = 60.0, name: str = "oauth2"):
         if body_format not in ("json", "form"):
             raise ValueError("body_format: expected 'json' or 'form', got %r" % (body_format,))
-        self._client_id = _secret_value(client_id, "client_id")
-        self._client_secret = _secret_value(client_secret, "client_secret")
+        self._client_id = secret_value(client_id, "client_id")
+        self._client_secret = secret_value(client_secret, "client_secret")
         self._scope = scope
         self._body_format = body_format
         self._refresh_margin_s = float(refresh_margin_s)

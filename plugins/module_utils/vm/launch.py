@@ -58,7 +58,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.offer_blocks impo
     is_blocked, make_block, next_cursor, refused_everywhere,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.search_rows import (
-    SEARCH_TABLES, plan_body, whole_search,
+    SEARCH_TABLES, clear_rows, plan_body, plan_rows, whole_search,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.vm.ssh import (
     HostKeyMismatch, SshNotReady, public_key_fingerprint,
@@ -80,10 +80,6 @@ def host_key_alias(vm_name: str, location: Dict[str, Any], instance_id: str) -> 
     """known_hosts name of one instance: a new instance never trips over an old key."""
     digest = hashlib.sha256(("%s|%s" % (Location.from_dict(location), instance_id)).encode()).hexdigest()
     return "gpuprov-%s-%s" % (vm_name, digest[:12])
-
-
-def _clear_search_rows(key: str) -> Row:
-    return ("DELETE FROM launch_search WHERE key = ?", (key,))
 
 
 def _error(kind: str, msg: str, block: Optional[str] = None) -> ErrorData:
@@ -246,8 +242,7 @@ class LaunchMachine(Machine[LaunchState]):
         plan = uuid.uuid4().hex[:16]
         self._plan = (plan, offers)
         body = json.dumps({"offers": offers, "history": history, "blocked": blocked}, sort_keys=True)
-        return plan, [_clear_search_rows(key),
-                      ("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, 0, ?)", (key, plan, body))]
+        return plan, plan_rows(key, plan, body)
 
     # -- helpers ---------------------------------------------------------------------
     def _compensate(self, state: LaunchState, then: Then, error: Optional[ErrorData],
@@ -514,7 +509,7 @@ class LaunchMachine(Machine[LaunchState]):
         vm["ssh_key_fingerprint"] = public_key_fingerprint(self.ctx.settings.spec.ssh_public_key)
         projection.upsert_ready_vm(cx.journal, vm)
         return Next(Ready(vm, bool(state.reused), self._full_search(state.search)),
-                    "SSH login OK as %s" % vm["ssh"]["user"], rows=[_clear_search_rows(cx.key)])
+                    "SSH login OK as %s" % vm["ssh"]["user"], rows=[clear_rows(cx.key)])
 
     def _vm_record(self, state: Connecting) -> VmRecord:
         offer = held_offer(state)
@@ -567,9 +562,9 @@ class LaunchMachine(Machine[LaunchState]):
                 # No cloud of the search can ever take this request as it stands (missing credentials, a
                 # request it refuses): say why, once per cloud; no later round could do better.
                 return Next(Aborted(refused, search=full), "; ".join(filter(None, (why, "no offer left"))),
-                            rows=[_clear_search_rows(cx.key)])
+                            rows=[clear_rows(cx.key)])
             return Next(Exhausted(full, "every offer failed or was blocked (%d tried)" % len(tried)),
-                        "; ".join(filter(None, (why, "no offer left"))), rows=[_clear_search_rows(cx.key)])
+                        "; ".join(filter(None, (why, "no offer left"))), rows=[clear_rows(cx.key)])
         rows.append(("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, ?, ?)",
                      (cx.key, plan, cursor + 1, json.dumps(left, sort_keys=True))))
         compact = RunningSearch(plan, len(offers), following, offers[following], blocked, search.round)

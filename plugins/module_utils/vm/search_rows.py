@@ -12,7 +12,7 @@ reader (status) needs none of the launch's imports.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal import JournalError
 from ansible_collections.gpuprov.cloud.plugins.module_utils.machine.journal_sql import JournalStore
@@ -31,6 +31,16 @@ SEARCH_TABLES = (
         PRIMARY KEY (key, plan, seq)
     )""",
 )
+
+
+def clear_rows(key: str) -> Tuple[str, Sequence[Any]]:
+    """The write that drops every plan of ``key`` (its search is over, or a new one replaces it)."""
+    return ("DELETE FROM launch_search WHERE key = ?", (key,))
+
+
+def plan_rows(key: str, plan: str, body: str) -> List[Tuple[str, Sequence[Any]]]:
+    """The writes of a new plan ``plan`` of ``key`` (its JSON ``body``): the key's older plans go."""
+    return [clear_rows(key), ("INSERT INTO launch_search (key, plan, seq, body) VALUES (?, ?, 0, ?)", (key, plan, body))]
 
 
 def plan_body(journal: JournalStore, key: str, search: RunningSearch) -> Dict[str, Any]:

@@ -58,12 +58,13 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base impor
     validate_vm_name,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.catalog import (
-    DEFAULT_REGIONS, DEFAULT_SSH_USER, REGIONS, image_defaults, looks_like_region, regions_for, rungs_for,
+    DEFAULT_REGIONS, DEFAULT_SSH_USER, REGIONS, looks_like_region, regions_for, rungs_for,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.errors import (
     GONE_CODES, ZONE_CAPACITY_CODES, classify_error, error_code,
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws import credentials as aws_credentials
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.lookups import RegionLookups
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.aws.userdata import render_user_data
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.cloud_options.aws import (
     DEFAULT_CONTROLLER_IP_URL, OPTIONS,
@@ -95,7 +96,6 @@ _STATUS = {"pending": Status.PENDING, "running": Status.RUNNING, "stopping": Sta
 _FAILED_REASON_CODES = ("Client.VolumeLimitExceeded", "Client.InternalError",
                         "Client.InvalidSnapshot.NotFound", "Client.InvalidKMSKey.InvalidState")
 K3S_DIRECT_PORTS = (6443, 80, 443)
-_MISSING_PARAMETER_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "AccessDeniedException")
 # EC2 accepts any tag value up to 256 characters; the set other AWS services accept
 # (letters, digits, spaces and _ . : / = + - @) keeps a journal id portable.
 _TAG_VALUE_RE = re.compile(r"^[\w .:/=+\-@]{0,256}$")
@@ -140,7 +140,7 @@ def client_token(vm_name: str, prepared: Dict[str, Any], subnet_id: str, instanc
     return "gpuprov-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:48]
 
 
-class AwsProvider(TypedOptionsProvider):
+class AwsProvider(RegionLookups, TypedOptionsProvider):
     name = "aws"
     option_spec = OPTIONS
     # EC2 meters each action with a token bucket per account and Region (non-mutating ones: 100 at once, refilled
@@ -515,64 +515,6 @@ class AwsProvider(TypedOptionsProvider):
                                 "address; %s" % (url, text[:40], _SET_CIDRS)) from None
         self._controller_cidrs = ["%s/%d" % (address, address.max_prefixlen)]
         return self._controller_cidrs
-
-    def _offering_zones(self, ec2, offer: Offer) -> List[str]:
-        zones = {o["Location"] for o in self._describe_all(
-            ec2, "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [offer.instance_type]}])}
-        if offer.zone:
-            zones &= {offer.zone}
-        if not zones:
-            raise ProviderError(ErrorKind.UNAVAILABLE, "%s is not offered in %s" % (
-                offer.instance_type, offer.zone or offer.region), BlockScope.INSTANCE_TYPE)
-        return sorted(zones)
-
-    def _image(self, ec2, offer: Offer):
-        """(image id, where it came from): ami_id option, SSM parameter, name filter."""
-        ami = self.options.get("ami_id")
-        if isinstance(ami, dict):
-            ami = ami.get(offer.region)
-        if ami:
-            try:
-                known = ec2.describe_images(ImageIds=[ami]).get("Images")
-            except ClientError as exc:
-                if not error_code(exc).startswith("InvalidAMIID."):
-                    raise
-                known = []
-            if not known:
-                raise ProviderError(ErrorKind.INVALID_REQUEST, "ami_id: %s does not exist in %s" % (ami, offer.region))
-            return ami, "ami_id"
-        wanted = image_defaults(offer.gpu, self.options)
-        if wanted["ssm"]:
-            try:
-                reply = self._client("ssm", offer.region).get_parameter(Name=wanted["ssm"])
-                return reply["Parameter"]["Value"], "ssm:" + wanted["ssm"]
-            except ClientError as exc:
-                if error_code(exc) not in _MISSING_PARAMETER_CODES:
-                    raise
-        images = ec2.describe_images(Owners=wanted["owners"], Filters=[
-            {"Name": "name", "Values": [wanted["name"]]}, {"Name": "state", "Values": ["available"]},
-            {"Name": "architecture", "Values": ["x86_64"]}]).get("Images", [])
-        if not images:
-            raise ProviderError(ErrorKind.UNAVAILABLE, "no image named %r from %s in %s; set ami_id" % (
-                wanted["name"], ",".join(wanted["owners"]), offer.region), BlockScope.REGION)
-        newest = max(images, key=lambda i: (i.get("CreationDate") or "", i["ImageId"]))
-        return newest["ImageId"], "name:" + wanted["name"]
-
-    def _subnets(self, ec2, offer: Offer, zones: List[str]):
-        vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]).get("Vpcs", [])
-        if not vpcs:
-            raise ProviderError(ErrorKind.UNAVAILABLE, "%s has no default VPC" % offer.region, BlockScope.REGION)
-        vpc_id = vpcs[0]["VpcId"]
-        found = ec2.describe_subnets(Filters=[
-            {"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "default-for-az", "Values": ["true"]},
-            {"Name": "availability-zone", "Values": zones}]).get("Subnets", [])
-        subnets = sorted(({"subnet_id": s["SubnetId"], "zone": s["AvailabilityZone"]} for s in found),
-                         key=lambda s: (zones.index(s["zone"]), s["subnet_id"]))
-        if not subnets:
-            raise ProviderError(ErrorKind.UNAVAILABLE, "the default VPC of %s has no subnet in %s" % (
-                offer.region, ", ".join(zones)), BlockScope.INSTANCE_TYPE)
-        return vpc_id, subnets
 
     def _security_group(self, ec2, ec2_once, name: str, vpc_id: str, ports: List[int], cidrs: List[str],
                         spec: InstanceSpec) -> str:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.base import (
@@ -51,7 +50,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.common imp
 )
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.options import TypedOptionsProvider
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gpus import canonical_gpu
-from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.paging import Listing
+from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.pages import all_pages
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp import catalog
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers.gcp.errors import (
     classify_exception, classify_operation,
@@ -107,43 +106,6 @@ def _http_status(exc: BaseException) -> Optional[int]:
     code = getattr(exc, "code", None)
     return code if isinstance(code, int) and "GoogleAPICallError" in {
         c.__name__ for c in type(exc).__mro__} else None
-
-
-def _pages(pager, where: str) -> List[Any]:
-    """Every entry of a pager's pages (a list's items; an aggregated list's (scope, scoped list)
-    pairs), each once. The SDK's pager follows ``next_page_token`` for as long as one comes;
-    here paging.Listing ends it: at a page whose entries were all listed before, or a token
-    already followed (a server that ignores pageToken), and at its page cap. A scope holding
-    only its warning (NO_RESULTS_ON_PAGE) is kept, as it names a zone, but is nothing new: GCP
-    may answer pages with no result and a next token."""
-    listing = Listing(where, key=_entry_key)
-    found, kept = [], set()
-    for _number, page in zip(range(listing.max_pages), pager.pages, strict=False):  # the next page is fetched only when asked
-        items = page.items
-        entries = list(items.items()) if isinstance(items, Mapping) else list(items)
-        listing.add([entry for entry in entries if _lists_something(entry)])
-        for entry in entries:
-            key = _entry_key(entry)
-            if key not in kept:
-                kept.add(key)
-                found.append(entry)
-        if not listing.more(page.next_page_token):
-            break
-    return found
-
-
-def _entry_key(entry: Any) -> Any:
-    """A page entry's identity: its serialized message (with its scope, in an aggregated list)."""
-    scope, message = entry if isinstance(entry, tuple) else ("", entry)
-    return scope, type(message).pb(message).SerializeToString(deterministic=True)
-
-
-def _lists_something(entry: Any) -> bool:
-    """Whether an entry holds a result: a list's item does; a scope does unless all it has is its warning."""
-    if not isinstance(entry, tuple):
-        return True
-    scoped = entry[1]
-    return any(field.name != "warning" for field, _value in type(scoped).pb(scoped).ListFields())
 
 
 def _metadata_user(instance) -> Optional[str]:
@@ -220,7 +182,7 @@ class GcpProvider(TypedOptionsProvider):
         try:
             result = fn(*args, **kwargs)
             if hasattr(result, "pages"):
-                result = _pages(result, "gcp %s" % where)
+                result = all_pages(result, "gcp %s" % where)
             return result
         except ProviderError:
             raise

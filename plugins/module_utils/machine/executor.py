@@ -399,18 +399,13 @@ class Executor(Generic[S]):
                     continue
             cx = StepCx(self, key, entered, attempts)
             result: StepResult[S]
+            held = False
             try:
                 result = machine.step(state, cx)
             except (LeaseLost, HardCancel, Conflict):
                 raise
-            except SharedWait as held:
-                # Not a good observe: a Retry streak goes on counting across it.
-                if held.note != last_poll_note:
-                    self.journal.note(key, self.owner, version, machine.label(state), held.note)
-                    last_poll_note = held.note
-                self._emit("poll", label=machine.label(state), note=held.note, in_state=cx.in_state)
-                wait(max(0.0, held.after))
-                continue
+            except SharedWait as wait_for:
+                result, held = Poll(max(0.0, wait_for.after), wait_for.note), True
             except Exception as exc:  # an unexpected bug is a budgeted retry, never a silent loss
                 result = Retry("%s: %s" % (type(exc).__name__, exc))
             if isinstance(result, Next):
@@ -418,7 +413,10 @@ class Executor(Generic[S]):
                 state, entered, attempts, last_poll_note = result.state, self.clock(), 0, None
                 transitions += 1
             elif isinstance(result, Poll):
-                attempts = 0  # the budget counts consecutive failures; a good observe ends a streak
+                if not held:
+                    # The budget counts consecutive failures; a good observe ends a streak (a wait for the fleet
+                    # is none: a Retry streak goes on counting across it).
+                    attempts = 0
                 if result.note and result.note != last_poll_note:
                     self.journal.note(key, self.owner, version, machine.label(state), result.note)
                     last_poll_note = result.note

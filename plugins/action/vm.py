@@ -10,6 +10,7 @@ import importlib
 import traceback
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -18,6 +19,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.requirements import missing_import, missing_package
 from ansible_collections.gpuprov.cloud.plugins.module_utils.task_secrets import Hidden
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.args import VM_ARGUMENT_SPEC
+from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.host_vars import options_from_host_vars
 
 # Imported with the plugin, not in run(): the strategy loads this plugin in ansible-playbook's own process
 # before it forks a worker per host, so a fleet's workers share one import of the controller code instead
@@ -33,6 +35,9 @@ else:
     # cached); the other adapters stay imported only by the workers whose task names their cloud, so that a
     # run never loads an SDK it does not use.
     registry.preload(registry.DEFAULT_CLOUD)
+# The spec a task is validated against (every cloud's declared options, some ms to build), built once here for
+# the same reason; the validator only reads it.
+VM_VALIDATION_SPEC = validation_spec(VM_ARGUMENT_SPEC)
 # The SSH check's client, for the same reason: vm/ssh.py imports it only when a check runs, so that what merely
 # reads the journal (the inventory, status) never pays for it; every vm task but a dry run makes a check.
 try:
@@ -52,7 +57,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, params = self.validate_argument_spec(argument_spec=validation_spec(VM_ARGUMENT_SPEC))
+        if boolean(self._task.args.get("from_host_vars", False), strict=False):
+            # What the task sets wins; the rest comes from the host's variables (tasks/host_vars.py).
+            self._task.args = dict(options_from_host_vars(task_vars or {}, self._templar.template), **self._task.args)
+        validation, params = self.validate_argument_spec(argument_spec=VM_VALIDATION_SPEC)
         # The no_log values and a journal DSN's password: hidden in every progress line and the result.
         hidden = Hidden(params, validation._no_log_values)
         reconcile_clouds(params)

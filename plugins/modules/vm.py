@@ -76,6 +76,16 @@ options:
       - Whether the VM becomes a k3s cluster. Unset means where its cloud can (RV(k8s) says why not); V(true)
         searches only such clouds.
     type: bool
+  from_host_vars:
+    description:
+      - "Take each option the task does not set from the host's variables: the short name (V(gpu), V(clouds),
+        V(ttl), ... as C(-e) gives them), else the journal inventory's C(gpuprov) record (its C(journal), C(cloud),
+        C(gpu) and a non-zero C(gpu_count)), else the C(gpuprov_<option>) variable. O(boot_script) comes from the
+        k3s role's C(k3s_boot_script), and a O(k8s) of V('') counts as unset."
+      - What the C(gpuprov.cloud.provision) playbook does for each VM of a fleet; cheaper per host than the same
+        choice written as a template, which Ansible compiles afresh in every host's worker.
+    type: bool
+    default: false
   purge_tags:
     description:
       - With O(tags) set and the VM there, remove its other user tags, as amazon.aws does; V(false) only adds

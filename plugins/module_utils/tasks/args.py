@@ -16,6 +16,7 @@ VM_ARGUMENT_SPEC = group_argument_spec(
     retry_until_up=dict(type="bool", default=False),
     recreate=dict(type="bool", default=False),
     k8s=dict(type="bool"),
+    from_host_vars=dict(type="bool", default=False),
     boot_script=dict(type="dict", no_log=True, options=dict(
         script=dict(type="str", required=True),
         env=dict(type="dict", default={}),

@@ -37,7 +37,7 @@ else:
     registry.preload(registry.DEFAULT_CLOUD)
 # The spec a task is validated against (every cloud's declared options, some ms to build), built once here for
 # the same reason; the validator only reads it.
-VM_VALIDATION_SPEC = validation_spec(VM_ARGUMENT_SPEC)
+VALIDATED_AGAINST = validation_spec(VM_ARGUMENT_SPEC)
 # The SSH check's client, for the same reason: vm/ssh.py imports it only when a check runs, so that what merely
 # reads the journal (the inventory, status) never pays for it; every vm task but a dry run makes a check.
 try:
@@ -60,7 +60,7 @@ class ActionModule(ActionBase):
         if boolean(self._task.args.get("from_host_vars", False), strict=False):
             # What the task sets wins; the rest comes from the host's variables (tasks/host_vars.py).
             self._task.args = dict(options_from_host_vars(task_vars or {}, self._templar.template), **self._task.args)
-        validation, params = self.validate_argument_spec(argument_spec=VM_VALIDATION_SPEC)
+        validation, params = self.validate_argument_spec(argument_spec=VALIDATED_AGAINST)
         # The no_log values and a journal DSN's password: hidden in every progress line and the result.
         hidden = Hidden(params, validation._no_log_values)
         reconcile_clouds(params)

@@ -11,15 +11,12 @@ module: vm
 short_description: Get a GPU VM from any cloud, or tear it down
 version_added: 0.1.0
 description:
-  - "Runs the launch machine (O(state=present)) or the teardown machine (O(state=absent)) for one VM name on the
-    controller, journalling each transition before the next side effect: a crash, Ctrl-C or killed AWX job loses
-    nothing, the next run resumes or reconciles."
-  - "The launch reuses a running VM of the name, then tries the offers of
-    O(clouds) in turn (create or adopt, wait for boot, verify an SSH login). Capacity, quota and failure errors
-    tear down what the attempt made and fail over to the next offer; quota blocks the whole region."
-  - On success the host key is pinned and a C(Host <name>) block written to C(<state dir>/ssh_config), both made
-    from the journal (C(docs/clouds/local.md) says what differs for V(local)).
-  - Prints a progress line per step, at least every 15 seconds.
+  - "Runs the launch (O(state=present)) or teardown (O(state=absent)) machine of one VM on the controller,
+    journalling each step before its side effect: a crash, Ctrl-C or killed job loses nothing."
+  - "The launch reuses a running VM of the name, else tries the offers of O(clouds) in turn (create or adopt, boot,
+    SSH login); capacity, quota (for its region) and failure errors undo the attempt and fail over."
+  - On success the host key is pinned and a C(Host <name>) block written to C(<state dir>/ssh_config)
+    (C(docs/clouds/local.md) says what differs for V(local)); a progress line at least every 15 s.
 requirements:
   - paramiko (for the SSH check, C(requirements/base.txt), in every C(requirements/<cloud>.txt))
   - cryptography (for the SSH keys; ansible-core brings it)
@@ -78,24 +75,20 @@ options:
     type: bool
   from_host_vars:
     description:
-      - "Take each option the task does not set from the host's variables: the short name (V(gpu), V(clouds),
-        V(ttl), ... as C(-e) gives them), else the journal inventory's C(gpuprov) record (its C(journal), C(cloud),
-        C(gpu) and a non-zero C(gpu_count)), else the C(gpuprov_<option>) variable. O(boot_script) comes from the
-        k3s role's C(k3s_boot_script), and a O(k8s) of V('') counts as unset."
-      - What the C(gpuprov.cloud.provision) playbook does for each VM of a fleet; cheaper per host than the same
-        choice written as a template, which Ansible compiles afresh in every host's worker.
+      - Take each option the task leaves unset from the host's variables, as C(gpuprov.cloud.provision) does for
+        each VM (C(docs/playbooks/provision.md) gives the order); cheaper per host than a template of them all.
     type: bool
     default: false
   purge_tags:
     description:
-      - With O(tags) set and the VM there, remove its other user tags, as amazon.aws does; V(false) only adds
-        and updates. A cloud that cannot retag (its page says) warns.
+      - With O(tags) set, remove the VM's other user tags (as amazon.aws does); V(false) only adds and updates.
+        A cloud that cannot retag warns.
     type: bool
     default: true
   boot_script:
     description:
-      - A script run while the VM boots, where its cloud can. Unless O(k8s=false), it is taken to be the k3s
-        installer (the k3s role's) and given only to clouds that can host k3s. Never logged.
+      - A script run as the VM boots, where its cloud can; unless O(k8s=false), the k3s role's installer, for
+        clouds that can host k3s only. Never logged.
     type: dict
     suboptions:
       script:
@@ -197,9 +190,8 @@ search:
   type: dict
 plan:
   description:
-    - In check mode, the offers the search would try, in order (none when the VM is kept), with C(rank),
-      C(offer_id), C(cloud), C(region), C(zone), C(instance_type), C(gpu), C(gpu_count) and C(price_per_hour) of
-      RV(gpuprov.cloud.offers#module:offers).
+    - In check mode, the offers the search would try, in order (none when the VM is kept), each with the fields
+      of RV(gpuprov.cloud.offers#module:offers).
   returned: check mode and O(state=present)
   type: list
   elements: dict

@@ -98,18 +98,30 @@ class _AnyName(dict):
         return dict.get(self, key) or (lambda *args, **kwargs: None)
 
 
+def host_vars_read():
+    """The variables a vm task with ``from_host_vars: true`` reads (tasks/host_vars.py)."""
+    from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks import host_vars
+
+    options = host_vars.SHORT_NAMED + host_vars.PREFIXED_ONLY
+    return (set(host_vars.SHORT_NAMED) | {"gpuprov_%s" % option for option in options}
+            | {host_vars.RECORD_VAR, host_vars.BOOT_SCRIPT_VAR})
+
+
 def playbook_variables(path):
-    """The variables a playbook reads that nothing in it sets: what a user gives with -e or in the inventory."""
+    """The variables a playbook reads that nothing in it sets: what a user gives with -e or in the inventory
+    (a vm task with from_host_vars reads those of host_vars_read)."""
     import jinja2
     import jinja2.meta
     import yaml
 
     env = jinja2.Environment()
     env.filters, env.tests = _AnyName(env.filters), _AnyName(env.tests)
-    templates, defined = [], set()
+    templates, defined, read = [], set(), set()
 
     def walk(node):
         if isinstance(node, dict):
+            if node.get("from_host_vars") is True:
+                read.update(host_vars_read())
             for key, value in node.items():
                 if key in ("when", "that", "changed_when", "failed_when", "until"):
                     templates.extend("{{ %s }}" % v for v in (value if isinstance(value, list) else [value])
@@ -127,7 +139,7 @@ def playbook_variables(path):
             templates.append(node)
 
     walk(yaml.safe_load(path.read_text()))
-    used = set()
+    used = set(read)
     for template in templates:
         used |= jinja2.meta.find_undeclared_variables(env.parse(template))
     return {name for name in used - defined - NOT_VARIABLES if not name.startswith("_")}
@@ -152,6 +164,8 @@ PLAYBOOKS = sorted(path.stem for path in (REPO / "playbooks").glob("*.yml"))
 def test_the_variable_reader_finds_what_a_playbook_reads():
     found = playbook_variables(REPO / "playbooks" / "down.yml")
     assert {"vm", "name", "gpuprov", "gpuprov_cloud_options", "gpuprov_journal"} == found
+    # provision's vm task reads its options through from_host_vars, not a template
+    assert {"ttl", "gpuprov_ttl", "gpuprov_tags", "gpuprov"} <= playbook_variables(REPO / "playbooks" / "provision.yml")
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)

@@ -75,8 +75,8 @@ options:
     type: bool
   from_host_vars:
     description:
-      - Take each option the task leaves unset from the host's variables, as C(gpuprov.cloud.provision) does for
-        each VM (C(docs/playbooks/provision.md) gives the order); cheaper per host than a template of them all.
+      - Take the options the task leaves unset from the host's variables, as the provision playbook does
+        (C(docs/playbooks/provision.md) gives the order).
     type: bool
     default: false
   purge_tags:
@@ -190,8 +190,9 @@ search:
   type: dict
 plan:
   description:
-    - In check mode, the offers the search would try, in order (none when the VM is kept), each with the fields
-      of RV(gpuprov.cloud.offers#module:offers).
+    - In check mode, the offers to try, in order (none if the VM is kept), with C(rank), C(offer_id), C(cloud),
+      C(region), C(zone), C(instance_type), C(gpu), C(gpu_count), C(price_per_hour) as in
+      RV(gpuprov.cloud.offers#module:offers).
   returned: check mode and O(state=present)
   type: list
   elements: dict

@@ -58,8 +58,13 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         if boolean(self._task.args.get("from_host_vars", False), strict=False):
-            # What the task sets wins; the rest comes from the host's variables (tasks/host_vars.py).
+            # What the task sets wins; the rest comes from the host's variables (tasks/host_vars.py), and the VM
+            # is the host: its name is the inventory host's (no template to compile in every VM's worker).
             self._task.args = dict(options_from_host_vars(task_vars or {}, self._templar.template), **self._task.args)
+            self._task.args.setdefault("name", (task_vars or {}).get("inventory_hostname"))
+        elif self._task.args.get("name") is None:
+            raise AnsibleActionFail("name: required: the VM's name (a DNS label such as train1); or set "
+                                    "from_host_vars: true, which takes the inventory host's name")
         validation, params = self.validate_argument_spec(argument_spec=VALIDATED_AGAINST)
         # The no_log values and a journal DSN's password: hidden in every progress line and the result.
         hidden = Hidden(params, validation._no_log_values)

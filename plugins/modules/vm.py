@@ -47,10 +47,9 @@ attributes:
 options:
   name:
     description:
-      - The VM name, a DNS label (1-63 of V(a-z), V(0-9), V(-)), the journal key and the identity (tag
-        C(gpuprov-vm-name) or name C(gpuprov-<name>)) each resource of the VM carries.
+      - The VM name (required unless O(from_host_vars=true)), a DNS label (1-63 of V(a-z), V(0-9), V(-)), the journal key
+        and the identity (tag C(gpuprov-vm-name) or name C(gpuprov-<name>)) its resources carry.
     type: str
-    required: true
   state:
     description:
       - V(present) provisions (or reuses) the VM; V(absent) tears down all the journal knows of it, stopping a run
@@ -75,8 +74,7 @@ options:
     type: bool
   from_host_vars:
     description:
-      - Take the options the task leaves unset from the host's variables, as the provision playbook does
-        (C(docs/playbooks/provision.md) gives the order).
+      - Take the options left unset (O(name) too) from the host's variables (C(docs/playbooks/provision.md)).
     type: bool
     default: false
   purge_tags:
@@ -181,7 +179,7 @@ smoke:
   returned: success, O(state=present), not in check mode
   type: dict
 ssh_config:
-  description: The ssh config file holding a C(Host <name>) block for the VM.
+  description: The ssh config file with the VM's C(Host <name>) block.
   returned: success and O(state=present)
   type: str
 search:

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+from types import SimpleNamespace
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.host_vars import options_from_host_vars
 
 
@@ -57,3 +64,35 @@ def test_every_value_found_is_templated_and_nothing_else_is():
 
 def test_a_record_that_is_not_a_dict_is_ignored():
     assert resolve({"gpuprov": "not a record", "gpuprov_gpu": "L4"}) == {"gpu": "L4"}
+
+
+# -- the action: the VM is the host ------------------------------------------------------------------------------
+
+def vm_action(args, check_mode=True):
+    """gpuprov.cloud.vm's action plugin with a task of ``args`` (check mode: nothing is made)."""
+    module = importlib.import_module("ansible_collections.gpuprov.cloud.plugins.action.vm")
+    task = SimpleNamespace(args=dict(args), async_val=0, check_mode=check_mode, diff=False, action="gpuprov.cloud.vm",
+                           resolved_action="gpuprov.cloud.vm", environment=[{}], delegate_to=None)
+    connection = SimpleNamespace(transport="local", _shell=SimpleNamespace(tmpdir="/tmp"))
+    plugin = module.ActionModule(task, connection, SimpleNamespace(become=False), None,
+                                 SimpleNamespace(template=lambda value: value))
+    plugin._load_name = "gpuprov.cloud.vm"
+    return plugin
+
+
+def test_from_host_vars_names_the_vm_after_the_inventory_host_unless_the_task_names_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROV_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUPROV_JOURNAL", raising=False)
+    host = {"inventory_hostname": "train7", "gpuprov_clouds": ["local"]}
+    result = vm_action({"from_host_vars": True}).run(task_vars=host)
+    assert not result.get("failed"), result
+    assert "train7" in result["msg"] and [row["cloud"] for row in result["plan"]] == ["local"], result
+    named = vm_action({"from_host_vars": True, "name": "other1"}).run(task_vars=host)
+    assert "other1" in named["msg"] and "train7" not in named["msg"], named
+    assert not os.path.exists(tmp_path / "journal.sqlite")   # check mode makes nothing
+
+
+def test_without_from_host_vars_a_task_without_a_name_is_refused_naming_the_field():
+    with pytest.raises(AnsibleActionFail) as info:
+        vm_action({"gpu": "H100"}).run(task_vars={"inventory_hostname": "train7"})
+    assert str(info.value.message).startswith("name: required") and "from_host_vars" in str(info.value.message)

@@ -11,7 +11,7 @@ from ansible_collections.gpuprov.cloud.plugins.module_utils.expiry.vm_task impor
 from ansible_collections.gpuprov.cloud.plugins.module_utils.tasks.provider_args import TAGS_SPEC, group_argument_spec
 
 VM_ARGUMENT_SPEC = group_argument_spec(
-    name=dict(type="str", required=True),
+    name=dict(type="str"),   # required unless from_host_vars (the action checks it: the host is the VM)
     state=dict(type="str", default="present", choices=["present", "absent"]),
     retry_until_up=dict(type="bool", default=False),
     recreate=dict(type="bool", default=False),

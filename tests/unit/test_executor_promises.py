@@ -209,9 +209,18 @@ def test_a_heartbeat_that_cannot_open_its_connection_ends_without_a_beat():
     def unreachable():
         raise JournalError("no server")
     heartbeat = executor_module._Heartbeat(unreachable, KEY, "run-1", 90.0)
-    heartbeat.stop_event = ScriptedStop([])
+    heartbeat.stop_event = ScriptedStop([False])
     heartbeat.run()
-    assert heartbeat.stop_event.timeouts == [] and not heartbeat.lost
+    assert heartbeat.stop_event.timeouts == [30.0] and not heartbeat.lost   # it waited for its first beat only
+
+
+def test_a_heartbeat_stopped_before_its_first_beat_never_opens_a_connection():
+    """Most runs end within a third of the lease: their heartbeat costs no journal connection."""
+    opened = []
+    heartbeat = executor_module._Heartbeat(lambda: opened.append(1) or RenewingJournal([]), KEY, "run-1", 90.0)
+    heartbeat.stop_event = ScriptedStop([True])
+    heartbeat.run()
+    assert opened == [] and heartbeat.stop_event.timeouts == [30.0] and not heartbeat.lost
 
 
 def test_the_heartbeat_is_a_daemon_thread_so_it_never_keeps_a_finished_process_alive():

@@ -253,18 +253,24 @@ class _Heartbeat(threading.Thread):
         self.lost = False
 
     def run(self) -> None:
+        # The connection is opened at the first beat, not before: most runs end sooner (a fleet's VMs on a fast
+        # cloud), and an opening costs each of them a few milliseconds of the controller's CPU for nothing.
+        if self.stop_event.wait(self.ttl / 3.0):
+            return
         try:
             journal = self.reopen()
         except JournalError:
             return   # no heartbeat: the run's own writes stay fenced by version and lease
         try:
-            while not self.stop_event.wait(self.ttl / 3.0):
+            while True:
                 try:
                     renewed = journal.renew(self.key, self.owner, self.ttl)
                 except JournalError:
-                    continue   # the server is away (a restart): try again at the next beat
+                    renewed = True   # the server is away (a restart): try again at the next beat
                 if not renewed:
                     self.lost = True
+                    return
+                if self.stop_event.wait(self.ttl / 3.0):
                     return
         finally:
             journal.close()

@@ -323,6 +323,22 @@ def test_a_crash_at_any_commit_point_resumes_to_one_vm(tmp_path, scenario):
     assert n == {"plain": 6, "failover": 13}[scenario]
 
 
+def test_the_vms_row_says_running_only_once_the_ready_state_is_committed(tmp_path):
+    """The projection's Ready row is written by the Ready transition itself: a controller killed right before
+    that commit leaves no row that calls the VM running, and the resumed run writes it with the state."""
+    p = ScriptedProvider(A, [offer(A, "r1", zone="r1-a")])
+    w = World(tmp_path, [p])
+    with pytest.raises(Crash):
+        w.launch(before_commit=crash_at_commit(5))   # Planning ... Connecting went through; Ready did not
+    assert w.row().label.startswith("Connecting")
+    before = projection.vm(w.journal, "vm1")
+    assert before is None or before["status"] != "running", before
+    out = w.launch()
+    assert out.state["kind"] == "Ready"
+    row = projection.vm(w.journal, "vm1")
+    assert (row["status"], row["stage"], row["instance_id"]) == ("running", "Ready", out.state["vm"]["instance_id"])
+
+
 # --- fatal errors after create -------------------------------------------------------------
 
 def test_credentials_error_while_booting_compensates_blocks_the_cloud_then_aborts(tmp_path):

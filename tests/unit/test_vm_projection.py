@@ -56,6 +56,49 @@ def test_upsert_vm_updates_only_the_given_columns(journal, clock):
     assert len(vms(journal)) == 1 and vm(journal, "gpu-1")["detail"] == {"targets": [{"id": "i-123"}]}
 
 
+READY_VM = {"name": "gpu-1", "location": {"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a"},
+            "instance_id": "i-123", "instance_type": "g5.xlarge", "gpu": "A10G", "gpu_count": 1,
+            "ssh": {"host": "203.0.113.7", "port": 22, "user": "ubuntu"}, "host_key_alias": "gpuprov-gpu-1-i-123",
+            "python_interpreter": "/usr/bin/python3", "host_key": {"type": "ssh-ed25519", "key": "AAAA"},
+            "ssh_key_fingerprint": "SHA256:k"}
+
+
+def _commit_ready_rows(journal, rows):
+    with journal.transaction() as tx:
+        for sql, args in rows:
+            tx.execute(sql, args)
+
+
+def test_ready_vm_rows_insert_the_whole_row_and_overwrite_an_earlier_one(journal, clock):
+    """The Ready transition commits these rows with the state: every column is the Ready VM's, whatever
+    an earlier stage (or an earlier instance of the VM) left in the row."""
+    upsert_vm(journal, "gpu-1", cloud="gcp", region="us-central1", instance_id="old", status="leaked",
+              stage="Leaked", ssh_port=2222, detail={"targets": ["old"]})
+    clock.advance(5)
+    _commit_ready_rows(journal, projection.ready_vm_rows(journal, READY_VM))
+    row = vm(journal, "gpu-1")
+    assert (row["cloud"], row["region"], row["zone"], row["instance_id"], row["instance_type"]) == (
+        "aws", "us-east-1", "us-east-1a", "i-123", "g5.xlarge")
+    assert (row["gpu"], row["gpu_count"], row["ssh_host"], row["ssh_port"], row["ssh_user"]) == (
+        "A10G", 1, "203.0.113.7", 22, "ubuntu")
+    assert (row["status"], row["stage"], row["host_key_alias"], row["updated_at"]) == (
+        "running", "Ready", "gpuprov-gpu-1-i-123", 1005.0)
+    assert row["detail"] == {"python_interpreter": "/usr/bin/python3", "host_key": {"type": "ssh-ed25519", "key": "AAAA"},
+                             "ssh_key_fingerprint": "SHA256:k"}
+    _commit_ready_rows(journal, projection.ready_vm_rows(journal, dict(READY_VM, name="gpu-2")))
+    assert [r["name"] for r in vms(journal)] == ["gpu-1", "gpu-2"] and vm(journal, "gpu-2")["status"] == "running"
+
+
+def test_ready_vm_rows_make_the_table_of_a_journal_opened_without_it(jpath, clock):
+    bare = Journal(jpath, clock=clock)
+    try:
+        rows = projection.ready_vm_rows(bare, READY_VM)
+        _commit_ready_rows(bare, rows)
+        assert vm(bare, "gpu-1")["status"] == "running"
+    finally:
+        bare.close()
+
+
 def test_upsert_vm_rejects_unknown_columns_and_writes_nothing(journal):
     with pytest.raises(ValueError) as info:
         upsert_vm(journal, "gpu-1", status="up", colour="red", size=3)

@@ -507,9 +507,9 @@ class LaunchMachine(Machine[LaunchState]):
             self.ctx.files.write_vm(vm)
         # The key that logged in: a later run holding another one is refused before it touches the VM.
         vm["ssh_key_fingerprint"] = public_key_fingerprint(self.ctx.settings.spec.ssh_public_key)
-        projection.upsert_ready_vm(cx.journal, vm)
         return Next(Ready(vm, bool(state.reused), self._full_search(state.search)),
-                    "SSH login OK as %s" % vm["ssh"]["user"], rows=[clear_rows(cx.key)])
+                    "SSH login OK as %s" % vm["ssh"]["user"],
+                    rows=projection.ready_vm_rows(cx.journal, vm) + [clear_rows(cx.key)])
 
     def _vm_record(self, state: Connecting) -> VmRecord:
         offer = held_offer(state)

@@ -79,16 +79,23 @@ def upsert_vm(journal: JournalStore, name: str, **fields: Any) -> None:
                        [name] + [fields[c] for c in cols] + [now])
 
 
-def upsert_ready_vm(journal: JournalStore, vm: Dict[str, Any]) -> None:
-    """The row of a VM that just became Ready, from its record (launch_states.Ready.vm)."""
+def ready_vm_rows(journal: JournalStore, vm: Dict[str, Any]) -> List[Tuple[str, Tuple[Any, ...]]]:
+    """The write of the row of a VM that just became Ready, from its record (launch_states.Ready.vm), as the
+    (sql, args) a transition commits with the Ready state (``Next(rows=...)``): the row says running exactly
+    when the machine says Ready. One upsert statement (SQLite 3.24+, PostgreSQL), every column set."""
+    journal.ensure_tables(TABLES)   # made now, not in the transition that commits the rows
     location, ssh = vm["location"], vm["ssh"]
-    upsert_vm(journal, vm["name"], cloud=location["cloud"], region=location["region"],
-              zone=location.get("zone") or vm.get("zone"), instance_id=vm["instance_id"],
-              instance_type=vm.get("instance_type"), gpu=vm.get("gpu"), gpu_count=vm.get("gpu_count"),
-              ssh_host=ssh["host"], ssh_port=ssh["port"], ssh_user=ssh["user"], host_key_alias=vm["host_key_alias"],
-              status="running", stage="Ready",
-              detail={"python_interpreter": vm.get("python_interpreter"), "host_key": vm.get("host_key"),
-                      "ssh_key_fingerprint": vm["ssh_key_fingerprint"]})
+    fields = {"cloud": location["cloud"], "region": location["region"], "zone": location.get("zone") or vm.get("zone"),
+              "instance_id": vm["instance_id"], "instance_type": vm.get("instance_type"), "gpu": vm.get("gpu"),
+              "gpu_count": vm.get("gpu_count"), "ssh_host": ssh["host"], "ssh_port": ssh["port"],
+              "ssh_user": ssh["user"], "host_key_alias": vm["host_key_alias"], "status": "running", "stage": "Ready",
+              "detail": json.dumps({"python_interpreter": vm.get("python_interpreter"), "host_key": vm.get("host_key"),
+                                    "ssh_key_fingerprint": vm["ssh_key_fingerprint"]}, sort_keys=True),
+              "updated_at": journal.clock()}
+    columns = list(fields)
+    sql = "INSERT INTO vms (name, %s) VALUES (?, %s) ON CONFLICT (name) DO UPDATE SET %s" % (
+        ", ".join(columns), ", ".join("?" * len(columns)), ", ".join("%s = excluded.%s" % (c, c) for c in columns))
+    return [(sql, (vm["name"],) + tuple(fields[c] for c in columns))]
 
 
 def delete_vm(journal: JournalStore, name: str) -> None:

@@ -27,14 +27,14 @@ import yaml
 
 from ansible_collections.gpuprov.cloud.plugins.module_utils.providers import registry
 
-# The site is built once, into one folder of the repository, and one browser reads it: session fixtures, since
-# under pytest-xdist (make test) these tests run on one worker, where tests of other modules may come between
-# them (module fixtures would build the site and start a browser again); two builds never write build/docs at once.
+# The site is built once, into a folder of this test session's own, and one browser reads it: session fixtures,
+# since under pytest-xdist (make test) these tests run on one worker, where tests of other modules may come between
+# them (module fixtures would build the site and start a browser again). Not into build/docs: a `make docs` run
+# meanwhile (build.py empties its html folder first) would pull the pages from under the browser.
 pytestmark = pytest.mark.xdist_group("docs")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-DEST = REPO / "build" / "docs"
-SCREENSHOTS = DEST / "screenshots"
+SCREENSHOTS = REPO / "build" / "docs" / "screenshots"
 WINDOW = (1280, 1600)
 # A guard against a hung browser, not a timing assertion.
 BROWSER_GUARD_S = 120
@@ -156,18 +156,25 @@ def browser(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def site():
-    result = subprocess.run([sys.executable, str(REPO / "docs" / "site" / "build.py"), "--dest", str(DEST)],
+def built(tmp_path_factory):
+    """The folder the site was built into (build.py --dest): html/ and the collections/ tree it documented."""
+    dest = tmp_path_factory.mktemp("docs")
+    result = subprocess.run([sys.executable, str(REPO / "docs" / "site" / "build.py"), "--dest", str(dest)],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    return DEST / "html"
+    return dest
 
 
 @pytest.fixture(scope="session")
-def vm_doc():
+def site(built):
+    return built / "html"
+
+
+@pytest.fixture(scope="session")
+def vm_doc(built):
     result = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-doc"), "--json", "gpuprov.cloud.vm"],
                             capture_output=True, text=True, check=False,
-                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(DEST / "collections")))
+                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(built / "collections")))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["gpuprov.cloud.vm"]["doc"]
 

@@ -334,6 +334,23 @@ def test_eight_processes_creating_one_key_make_one_row(journal, backend):
 
 # -- notes, cancels, options, keys ------------------------------------------------------------
 
+def test_events_since_the_last_begin_are_the_latest_runs_only(journal):
+    """A run's result shows its own events: the journal reads them from the key's last begin on (a VM provisioned
+    again and again keeps every earlier run's events), and all of them for a key that has no begin."""
+    begin(journal, key="c")
+    journal.note("c", "me", 1, "A", "first run")
+    assert [e["note"] for e in journal.events("c", since_last_begin=True)] == ["started by me", "first run"]
+    version = journal.begin("c", "toy", {"kind": "A", "n": 2}, "A", False, "me", 60.0, 1, note="started again")
+    journal.note("c", "me", version, "A", "second run")
+    begin(journal, key="d")   # another key's begin in between changes nothing for c
+    journal.note("c", "me", version, "A", "still second")
+    assert [e["note"] for e in journal.events("c", since_last_begin=True)] == ["started again", "second run",
+                                                                               "still second"]
+    assert [e["note"] for e in journal.events("c")] == ["started by me", "first run", "started again", "second run",
+                                                        "still second"]
+    assert journal.events("zzz", since_last_begin=True) == []
+
+
 def test_notes_events_and_keys(journal):
     begin(journal, key="b")
     begin(journal, key="a")

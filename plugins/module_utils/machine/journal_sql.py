@@ -248,7 +248,7 @@ class JournalStore(Protocol):
 
     def fenced_transaction(self, key: str, owner: str, what: str) -> ContextManager[Any]: ...
 
-    def events(self, key: str, limit: Optional[int] = None) -> List[Dict[str, Any]]: ...
+    def events(self, key: str, limit: Optional[int] = None, since_last_begin: bool = False) -> List[Dict[str, Any]]: ...
 
 
 class SqlJournal(abc.ABC):
@@ -488,10 +488,19 @@ class SqlJournal(abc.ABC):
         db.execute("INSERT INTO machine_events (key, version, event, from_label, to_label, note, owner, at) "
                    "VALUES (?,?,?,?,?,?,?,?)", (key, version, event, from_label, to_label, note, owner, at))
 
-    def events(self, key: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+    def events(self, key: str, limit: Optional[int] = None, since_last_begin: bool = False) -> List[Dict[str, Any]]:
+        """``key``'s events, oldest first: all of them, the last ``limit``, or (``since_last_begin``) those of its
+        latest run, from its last ``begin`` on (all when it has none). The latter reads only that run's rows: a
+        VM provisioned again and again keeps every earlier run's events, which a run's result does not show."""
         with self._statements("reading") as db:
-            rows = db.execute("SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
-                              "WHERE key = ? ORDER BY id", (key,)).fetchall()
+            if since_last_begin:
+                rows = db.execute(
+                    "SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
+                    "WHERE key = ? AND id >= COALESCE((SELECT id FROM machine_events WHERE key = ? AND event = 'begin' "
+                    "ORDER BY id DESC LIMIT 1), 0) ORDER BY id", (key, key)).fetchall()
+            else:
+                rows = db.execute("SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
+                                  "WHERE key = ? ORDER BY id", (key,)).fetchall()
         if limit is not None:
             rows = rows[-limit:]
         return [dict(zip(_EVENT_FIELDS, r, strict=True)) for r in rows]

@@ -190,8 +190,7 @@ class VmService:
             return dict(self._check_present(ctx, files, row), before_vm=before)
         ctx.ssh_check = ssh.SshChecker(files, command=ssh.SMOKE_COMMAND)
         outcome = self._run_machine(launch.LaunchMachine(ctx), name, launch.initial)
-        events = self.journal.events(name)
-        run_events = _since_last_begin(events)
+        run_events = self.journal.events(name, since_last_begin=True)
         changed = any(e["to"] and (e["to"].startswith("Booting") or e["to"].startswith("Compensating"))
                       for e in run_events)
         state = ls.from_dict(outcome.state)
@@ -517,13 +516,6 @@ def _before_vm(row: Any) -> Dict[str, Any]:
 
 def _price(price: Optional[float]) -> str:
     return "" if price is None else " (%s)" % money.per_hour(price)
-
-
-def _since_last_begin(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    for index in range(len(events) - 1, -1, -1):
-        if events[index]["event"] == "begin":
-            return events[index:]
-    return events
 
 
 def _history(state: ls.LaunchState) -> List[Dict[str, Any]]:

@@ -89,6 +89,14 @@ def test_ready_vm_rows_insert_the_whole_row_and_overwrite_an_earlier_one(journal
     assert [r["name"] for r in vms(journal)] == ["gpu-1", "gpu-2"] and vm(journal, "gpu-2")["status"] == "running"
 
 
+def test_ready_vm_rows_replace_the_row_whole_so_they_name_every_column(journal):
+    """The Ready write deletes the row and inserts it again: a column it left out would be emptied."""
+    (delete, _args), (insert, args) = projection.ready_vm_rows(journal, READY_VM)
+    assert delete.startswith("DELETE FROM vms WHERE name = ?")
+    named = insert[insert.index("(") + 1:insert.index(")")].split(", ")
+    assert named == ["name"] + list(VM_COLUMNS) + ["updated_at"] and len(args) == len(named)
+
+
 def test_ready_vm_rows_make_the_table_of_a_journal_opened_without_it(jpath, clock):
     bare = Journal(jpath, clock=clock)
     try:

@@ -82,7 +82,8 @@ def upsert_vm(journal: JournalStore, name: str, **fields: Any) -> None:
 def ready_vm_rows(journal: JournalStore, vm: Dict[str, Any]) -> List[Tuple[str, Tuple[Any, ...]]]:
     """The write of the row of a VM that just became Ready, from its record (launch_states.Ready.vm), as the
     (sql, args) a transition commits with the Ready state (``Next(rows=...)``): the row says running exactly
-    when the machine says Ready. One upsert statement (SQLite 3.24+, PostgreSQL), every column set."""
+    when the machine says Ready. Every column is set, so the row is replaced whole (no upsert clause: any
+    SQLite, PostgreSQL)."""
     journal.ensure_tables(TABLES)   # made now, not in the transition that commits the rows
     location, ssh = vm["location"], vm["ssh"]
     fields = {"cloud": location["cloud"], "region": location["region"], "zone": location.get("zone") or vm.get("zone"),
@@ -93,9 +94,8 @@ def ready_vm_rows(journal: JournalStore, vm: Dict[str, Any]) -> List[Tuple[str, 
                                     "ssh_key_fingerprint": vm["ssh_key_fingerprint"]}, sort_keys=True),
               "updated_at": journal.clock()}
     columns = list(fields)
-    sql = "INSERT INTO vms (name, %s) VALUES (?, %s) ON CONFLICT (name) DO UPDATE SET %s" % (
-        ", ".join(columns), ", ".join("?" * len(columns)), ", ".join("%s = excluded.%s" % (c, c) for c in columns))
-    return [(sql, (vm["name"],) + tuple(fields[c] for c in columns))]
+    insert = "INSERT INTO vms (name, %s) VALUES (?, %s)" % (", ".join(columns), ", ".join("?" * len(columns)))
+    return [("DELETE FROM vms WHERE name = ?", (vm["name"],)), (insert, (vm["name"],) + tuple(fields[c] for c in columns))]
 
 
 def delete_vm(journal: JournalStore, name: str) -> None:

@@ -36,7 +36,7 @@ JOURNAL = "journal-a"
 OTHER_JOURNAL = "journal-b"
 
 # The steps of LocalProvider.create, in the order it runs them.
-CREATE_STEPS = ("_write_record", "_write_files", "_mark_spawned", "_spawn", "_write_pid")
+CREATE_STEPS = ("_write_record", "_write_files", "_check_config", "_mark_spawned", "_spawn", "_write_pid")
 
 
 class Crash(BaseException):
@@ -177,6 +177,7 @@ def test_create_runs_exactly_the_enumerated_steps(monkeypatch, provider, spec):
 CREATE_WINDOWS = [
     ("_write_record", "before", None),
     ("_write_files", "before", (Status.FAILED, NEVER_STARTED)),
+    ("_check_config", "before", (Status.FAILED, NEVER_STARTED)),
     ("_mark_spawned", "before", (Status.FAILED, NEVER_STARTED)),
     ("_spawn", "before", (Status.FAILED, "sshd is not running")),
     ("_spawn", "after", (Status.RUNNING, None)),          # sshd runs, its pid is not recorded
@@ -287,22 +288,9 @@ def test_sshd_that_started_and_died_is_failed_with_its_log(root, provider, spec)
     _remove_all(root, spec)
 
 
-def test_a_configuration_sshd_rejects_is_a_failed_instance_that_says_why(monkeypatch, root, provider, spec):
-    """create does not test the config first: the sshd it starts refuses it and exits, and observe reports
-    the instance Failed (never Running, never Pending) with sshd's own words; delete and cleanup remove it."""
-    monkeypatch.setattr(local_mod, "_SSHD_CONFIG", local_mod._SSHD_CONFIG + "NoSuchGpuprovOption yes\n")
-    instance_id = _launch(provider, spec)
-    folder = os.path.join(root, spec.vm_name, instance_id)
-    wait_for(lambda: _exited(folder), "the rejecting sshd to exit")
-    [seen] = _fresh(root).observe(LOC, spec.vm_name)
-    assert (seen.instance_id, seen.status, seen.endpoint) == (instance_id, Status.FAILED, None)
-    assert seen.reason.startswith("sshd is not running: ") and "NoSuchGpuprovOption" in seen.reason, seen.reason
-    _remove_all(root, spec)
-
-
 def test_a_second_create_after_an_interrupted_one_gives_one_running_instance(monkeypatch, root, provider, spec):
     """What the core does: delete the Failed leftover, create again at once (no grace period)."""
-    _crash_create(monkeypatch, provider, spec, "_mark_spawned", "before")
+    _crash_create(monkeypatch, provider, spec, "_check_config", "before")
     fresh = _fresh(root)
     [leftover] = fresh.observe(LOC, spec.vm_name)
     assert leftover.status == Status.FAILED

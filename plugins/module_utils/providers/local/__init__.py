@@ -305,16 +305,31 @@ class LocalProvider(TypedOptionsProvider):
         _write_new(os.path.join(folder, "sshd_config"), _SSHD_CONFIG.format(
             vm_name=spec.vm_name, instance_id=instance_id, port=port, folder=folder, user=self.user).encode())
 
+    def _check_config(self, folder: str) -> None:
+        """sshd's own test mode checks the config and host key before anything runs.
+
+        Neither command here has a timeout: both only read local files and return at once,
+        and Python's timed wait for a child polls with sleeps (waiting belongs to the core).
+        """
+        try:
+            checked = subprocess.run([self._sshd(), "-t", "-f", os.path.join(folder, "sshd_config")],
+                                     stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        except OSError as exc:
+            checked = None
+            problem = str(exc)
+        if checked is None or checked.returncode != 0:
+            _touch(os.path.join(folder, DELETED))  # nothing runs: mark it so observe does not report it
+            if checked is not None:
+                problem = checked.stderr.decode(errors="replace").strip() or "exit %d" % checked.returncode
+            raise ProviderError(ErrorKind.FAILED, "sshd rejected its configuration: %s" % problem)
+
     def _mark_spawned(self, folder: str) -> None:
         _touch(os.path.join(folder, SPAWNED))
 
     def _spawn(self, folder: str) -> int:
         """Start sshd in the foreground (-D) behind a shell that exits at once: the pid is
         known before create returns, and sshd is re-parented away from this worker (a new
-        session: a signal to the worker's group does not reach it).
-
-        This command has no timeout: it only forks and returns at once, and Python's timed wait for a
-        child polls with sleeps (waiting belongs to the core)."""
+        session: a signal to the worker's group does not reach it)."""
         try:
             done = subprocess.run(
                 ["/bin/sh", "-c", '"$0" -D -f "$1" -E "$2" </dev/null >/dev/null 2>&1 & echo $!',
@@ -367,9 +382,7 @@ class LocalProvider(TypedOptionsProvider):
         port = self._free_port()
         self._write_record(folder, spec, instance_id, port)
         self._write_files(folder, spec, instance_id, port)
-        # No `sshd -t` first: the sshd started next checks its configuration and host key itself, and one it
-        # rejects exits at once with the reason in its log, which observe reports (Failed: "sshd is not
-        # running: <the log's end>"). A config test would cost every VM a second sshd start on the controller.
+        self._check_config(folder)
         self._mark_spawned(folder)
         pid = self._spawn(folder)
         self._write_pid(folder, pid)

@@ -288,6 +288,19 @@ def test_sshd_that_started_and_died_is_failed_with_its_log(root, provider, spec)
     _remove_all(root, spec)
 
 
+def test_a_configuration_sshd_rejects_fails_create_at_once(monkeypatch, root, provider, spec):
+    """create tests the config before it starts sshd: started untested, an sshd that rejects it lives for a
+    moment, long enough for the first observe to call it Running, and the launch would then wait out the
+    whole SSH timeout in Connecting (5 minutes by default) on a port nobody listens on."""
+    monkeypatch.setattr(local_mod, "_SSHD_CONFIG", local_mod._SSHD_CONFIG + "NoSuchGpuprovOption yes\n")
+    with pytest.raises(ProviderError) as info:
+        _launch(provider, spec)
+    assert info.value.kind == ErrorKind.FAILED
+    assert info.value.msg.startswith("sshd rejected its configuration: ") and "NoSuchGpuprovOption" in info.value.msg
+    assert _fresh(root).observe(LOC, spec.vm_name) == [] and _processes_under(root) == []
+    _remove_all(root, spec)
+
+
 def test_a_second_create_after_an_interrupted_one_gives_one_running_instance(monkeypatch, root, provider, spec):
     """What the core does: delete the Failed leftover, create again at once (no grace period)."""
     _crash_create(monkeypatch, provider, spec, "_check_config", "before")

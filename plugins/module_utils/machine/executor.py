@@ -255,25 +255,24 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         # The connection is opened at the first beat, not before: most runs end sooner (a fleet's VMs on a fast
         # cloud), and an opening costs each of them a few milliseconds of the controller's CPU for nothing.
-        if self.stop_event.wait(self.ttl / 3.0):
-            return
+        journal: Optional[JournalStore] = None
         try:
-            journal = self.reopen()
-        except JournalError:
-            return   # no heartbeat: the run's own writes stay fenced by version and lease
-        try:
-            while True:
+            while not self.stop_event.wait(self.ttl / 3.0):
+                if journal is None:
+                    try:
+                        journal = self.reopen()
+                    except JournalError:
+                        return   # no heartbeat: the run's own writes stay fenced by version and lease
                 try:
                     renewed = journal.renew(self.key, self.owner, self.ttl)
                 except JournalError:
-                    renewed = True   # the server is away (a restart): try again at the next beat
+                    continue   # the server is away (a restart): try again at the next beat
                 if not renewed:
                     self.lost = True
                     return
-                if self.stop_event.wait(self.ttl / 3.0):
-                    return
         finally:
-            journal.close()
+            if journal is not None:
+                journal.close()
 
 
 class Executor(Generic[S]):

@@ -492,15 +492,14 @@ class SqlJournal(abc.ABC):
         """``key``'s events, oldest first: all of them, the last ``limit``, or (``since_last_begin``) those of its
         latest run, from its last ``begin`` on (all when it has none). The latter reads only that run's rows: a
         VM provisioned again and again keeps every earlier run's events, which a run's result does not show."""
+        where, args = "key = ?", (key,)
+        if since_last_begin:
+            where += (" AND id >= COALESCE((SELECT id FROM machine_events WHERE key = ? AND event = 'begin' "
+                      "ORDER BY id DESC LIMIT 1), 0)")
+            args = (key, key)
         with self._statements("reading") as db:
-            if since_last_begin:
-                rows = db.execute(
-                    "SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
-                    "WHERE key = ? AND id >= COALESCE((SELECT id FROM machine_events WHERE key = ? AND event = 'begin' "
-                    "ORDER BY id DESC LIMIT 1), 0) ORDER BY id", (key, key)).fetchall()
-            else:
-                rows = db.execute("SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
-                                  "WHERE key = ? ORDER BY id", (key,)).fetchall()
+            rows = db.execute("SELECT id, version, event, from_label, to_label, note, owner, at FROM machine_events "
+                              "WHERE %s ORDER BY id" % where, args).fetchall()
         if limit is not None:
             rows = rows[-limit:]
         return [dict(zip(_EVENT_FIELDS, r, strict=True)) for r in rows]

@@ -492,7 +492,8 @@ class SqlJournal(abc.ABC):
         """``key``'s events, oldest first: all of them, the last ``limit``, or (``since_last_begin``) those of its
         latest run, from its last ``begin`` on (all when it has none). The latter reads only that run's rows: a
         VM provisioned again and again keeps every earlier run's events, which a run's result does not show."""
-        where, args = "key = ?", (key,)
+        where = "key = ?"
+        args: Tuple[str, ...] = (key,)
         if since_last_begin:
             where += (" AND id >= COALESCE((SELECT id FROM machine_events WHERE key = ? AND event = 'begin' "
                       "ORDER BY id DESC LIMIT 1), 0)")
